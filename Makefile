@@ -1,0 +1,47 @@
+# The kit's single entry point. `make reproduce` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+export MPLBACKEND ?= Agg
+export OMP_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+export PYTHONDONTWRITEBYTECODE ?= 1
+SIZE ?= full
+OUT ?= reproductions/runs/latest
+
+.PHONY: setup setup-system reproduce test lab clean-notebooks export
+
+## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,train]'
+	touch $@
+
+## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
+setup-system:
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends bubblewrap chromium >/dev/null
+
+## reproduce: the CPU reproductions, headless, with a report at the end (SIZE=quick for a smoke run)
+reproduce: setup
+	$(BIN)/wmrl reproduce bandit --size $(SIZE) --out $(OUT)/bandit
+	@echo "Report: $(OUT)/bandit/bandit.ipynb (executed notebook), $(OUT)/bandit/metrics.json, figures in $(OUT)/bandit/"
+
+## test: notebooks clean and exported, notebook tests, lint, then pytest (its closing line is the count CI reads)
+test: setup
+	$(BIN)/nbdev-clean
+	@test -z "$$(git status --porcelain -- nbs)" || { git status --short -- nbs; echo "nbs/ not clean: run nbdev-clean and commit"; exit 1; }
+	$(BIN)/nbdev-export
+	@test -z "$$(git status --porcelain -- wmrl)" || { git status --short -- wmrl; echo "wmrl/ differs from nbs/: never edit wmrl/ by hand; run nbdev-export and commit"; exit 1; }
+	$(BIN)/nbdev-test --n-workers 2 --timing
+	$(BIN)/ruff check wmrl tests reproductions
+	rc=0; $(PY) -m pytest -q tests || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+## lab: JupyterLab on the notebooks
+lab: setup
+	$(BIN)/jupyter lab nbs
