@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from wmrl.debias import (
     IsotonicMap,
     OnlineDebiaser,
+    PairWindow,
     blend_maps,
     bucketed_isotonic_fit,
     isotonic_fit,
@@ -260,3 +261,75 @@ def test_calibration_removes_monotone_bias():
     raw_error = np.mean((predicted - real) ** 2)
     calibrated_error = np.mean((debiaser.apply(predicted) - real) ** 2)
     assert calibrated_error < 0.1 * raw_error
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=30), st.integers(1, 40))
+def test_pair_window_matches_a_list(batch_sizes, capacity):
+    window, model, counter = PairWindow(capacity), [], 0
+    for size in batch_sizes:
+        values = np.arange(counter, counter + size, dtype=float)
+        counter += size
+        labels = None if size % 3 == 0 else [f"c{int(v)}" for v in values]
+        window.append(values, -values, labels)
+        model = (model + [(v, None if labels is None else f"c{int(v)}") for v in values.tolist()])[-capacity:]
+        xs, ys, held_labels = window.arrays()
+        assert len(window) == len(model) <= capacity
+        assert xs.tolist() == [v for v, _ in model] and ys.tolist() == [-v for v, _ in model]
+        assert held_labels.tolist() == [label for _, label in model]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.booleans())
+def test_fit_stats_equal_the_applied_map(seed, per_category):
+    rng = np.random.default_rng(seed)
+    debiaser = OnlineDebiaser(min_pairs=30, refit_every=20, window=200, per_category=per_category)
+    labels = np.array(["a", "b"])
+    for _ in range(8):
+        real = rng.choice([0.0, 0.1, 0.2, 0.6, 0.9], size=40)  # ladder ties
+        debiaser.push(np.clip(real + rng.normal(0, 0.2, 40), 0, 1).round(1), real, labels[rng.integers(0, 2, 40)])
+    predicted, real = debiaser.window_pairs()
+    window_labels = debiaser.state_dict()["categories"]
+    calibrated = debiaser.apply(predicted, window_labels if per_category else None)
+    stats = debiaser.last_fit_stats
+    assert stats["n_pairs"] == len(predicted) == 200
+    np.testing.assert_allclose(stats["mse_calibrated"], np.mean((calibrated - real) ** 2), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(stats["mse_raw"], np.mean((predicted - real) ** 2), rtol=1e-12, atol=1e-15)
+
+
+def test_window_pairs_are_copies_and_state_window_is_bounded():
+    debiaser = OnlineDebiaser(min_pairs=2, refit_every=1, window=4)
+    debiaser.push([0.1, 0.2, 0.3, 0.4, 0.5], [0.1, 0.2, 0.3, 0.4, 0.5])
+    predicted, _ = debiaser.window_pairs()
+    predicted[:] = 0.9  # must not touch the debiaser's window
+    assert debiaser.window_pairs()[0].tolist() == [0.2, 0.3, 0.4, 0.5]
+    state = debiaser.state_dict()
+    state["predicted"], state["real"], state["categories"] = [0.1] * 5, [0.1] * 5, [None] * 5
+    with pytest.raises(ValueError, match="window is 4"):
+        OnlineDebiaser().load_state_dict(state)
+
+
+def test_isotonic_map_call_keeps_scalars_and_does_not_touch_its_input():
+    fitted = IsotonicMap([0.2, 0.6], [0.1, 0.9])
+    scores = np.array([0.0, 0.4, 1.0])
+    out = fitted(scores)
+    assert out is not scores and scores.tolist() == [0.0, 0.4, 1.0]
+    value = fitted(0.4)
+    assert np.ndim(value) == 0 and abs(float(value) - 0.5) < 1e-12
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.floats(-3, 3), min_size=1, max_size=12), st.lists(st.floats(-3, 3), min_size=1, max_size=12),
+       st.lists(st.floats(-5, 5), min_size=1, max_size=60))
+def test_map_equals_np_interp_up_to_round_off_and_is_exactly_monotone(xs, ys, scores):
+    knots_x = np.unique(xs)
+    knots_y = np.sort(np.resize(ys, len(knots_x)))
+    f = IsotonicMap(knots_x, knots_y, score_range=(-3.0, 3.0))
+    queries = np.sort(np.r_[scores, knots_x, np.nextafter(knots_x, -np.inf), np.nextafter(knots_x, np.inf)])
+    out = f(queries)
+    assert np.all(np.diff(out) >= 0)
+    reference = np.clip(np.interp(queries, knots_x, knots_y), -3.0, 3.0)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        finite_slopes = len(knots_x) == 1 or np.isfinite(np.diff(knots_y) / np.diff(knots_x)).all()
+    if finite_slopes:  # with a float-overflowing slope np.interp itself is not monotone; only monotonicity is checked
+        np.testing.assert_allclose(out, reference, rtol=0, atol=1e-12)
