@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE ?= 1
 SIZE ?= full
 OUT ?= reproductions/runs/latest
 
-.PHONY: setup setup-system reproduce test lab clean-notebooks export
+.PHONY: setup setup-system reproduce test lab index
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -45,3 +45,11 @@ test: setup
 ## lab: JupyterLab on the notebooks
 lab: setup
 	$(BIN)/jupyter lab nbs
+
+## index: regenerate nbs/index.ipynb (the home page) from README.md; tests/test_readme.py checks they agree
+index: setup
+	$(PY) -c "import nbformat, pathlib; nb = nbformat.v4.new_notebook(); \
+	nb.cells = [nbformat.v4.new_markdown_cell(pathlib.Path('README.md').read_text().rstrip(), id='readme')]; \
+	nb.metadata['kernelspec'] = {'display_name': 'Python 3', 'language': 'python', 'name': 'python3'}; \
+	nbformat.write(nb, 'nbs/index.ipynb')"
+	$(BIN)/nbdev-clean --fname nbs/index.ipynb
