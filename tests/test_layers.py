@@ -34,6 +34,7 @@ def test_module_imports_no_heavy_framework(module):
 
 
 def test_cli_help_is_light():
-    code = "import sys; from wmrl.cli import main; main(['--help']); print(sorted(m for m in sys.modules if m.split('.')[0] in %r))" % (HEAVY,)
+    code = ("import sys; from wmrl.cli import main; main(['--help']); "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -7,7 +7,6 @@ Docs: https://github.com/wmrl-kit/wmrl/cli.html.md"""
 # %% ../nbs/900_cli.ipynb #e75f6072
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
