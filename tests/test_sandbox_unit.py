@@ -203,3 +203,21 @@ def test_cleanup_stale_runs_only_touches_dead_owners(tmp_path):
     (alive / ".owner").write_text(str(os.getpid()))
     assert cleanup_stale_runs(tmp_path) == 1
     assert not dead.exists() and alive.exists() and foreign.exists()
+
+
+def test_bwrap_binds_the_interpreter_after_tmp(tmp_path):
+    """A venv that lives under /tmp (a CI clone, say) must not be hidden by the sandbox's own /tmp mount."""
+    from types import SimpleNamespace
+
+    from wmrl.sandbox import BwrapBackend, find_bwrap
+    if not find_bwrap():
+        pytest.skip("BWRAP NOT AVAILABLE: cannot build its command line")
+    backend = BwrapBackend()
+    backend.binds = [Path("/tmp/somewhere/.venv"), *backend.binds]
+    public = tmp_path / "task" / "public"
+    public.mkdir(parents=True)
+    workdir = SimpleNamespace(root=tmp_path / "run", tmp=tmp_path / "run" / "tmp", work=tmp_path / "run" / "work")
+    args, _, _ = backend.command(tmp_path / "job", workdir, public, SandboxLimits())
+    tmp_mount = next(i for i in range(len(args) - 2) if args[i] == "--bind" and args[i + 2] == "/tmp")
+    for bound in backend.binds:
+        assert args.index(str(bound)) > tmp_mount, f"{bound} is bound before /tmp and would be hidden"

@@ -560,12 +560,13 @@ class BwrapBackend(_ProcessBackend):
         for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf"):
             if Path(etc).exists():
                 args += ["--ro-bind", etc, etc]
-        args += ["--dev", "/dev", "--proc", "/proc"]
+        # /tmp first: the interpreter and venv binds come after it, so a venv that lives under /tmp stays visible
+        args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(workdir.tmp), "/tmp"]
         for bound in self.binds:
             args += ["--ro-bind", str(bound), str(bound)]
         for hook in self.hidden:  # an empty file in place of each editable-install hook (see _editable_hooks)
             args += ["--ro-bind", "/dev/null", str(hook)]
-        args += ["--bind", str(workdir.tmp), "/tmp", "--ro-bind", str(public), "/data",
+        args += ["--ro-bind", str(public), "/data",
                  "--bind", str(workdir.work), "/workdir", "--ro-bind", str(job), "/sandbox",
                  "--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
