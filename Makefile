@@ -8,6 +8,8 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export PYTHONDONTWRITEBYTECODE ?= 1
 SIZE ?= full
+# The AutoResearch grid at full size takes hours on 2 cores until the warm forking sandbox lands; quick is minutes.
+AUTORESEARCH_SIZE ?= quick
 OUT ?= reproductions/runs/latest
 
 .PHONY: setup setup-system reproduce test lab index
@@ -29,7 +31,10 @@ setup-system:
 ## reproduce: the CPU reproductions, headless, with a report at the end (SIZE=quick for a smoke run)
 reproduce: setup
 	$(BIN)/wmrl reproduce bandit --size $(SIZE) --out $(OUT)/bandit
-	@echo "Report: $(OUT)/bandit/bandit.ipynb (executed notebook), $(OUT)/bandit/metrics.json, figures in $(OUT)/bandit/"
+	$(BIN)/wmrl reproduce autoresearch --size $(AUTORESEARCH_SIZE) --out $(OUT)/autoresearch
+	@echo "Reports:"
+	@echo "  toy bandit:    $(OUT)/bandit/bandit.ipynb, $(OUT)/bandit/metrics.json and figures"
+	@echo "  AutoResearch:  $(OUT)/autoresearch/results.md, $(OUT)/autoresearch/summary.json and figures"
 
 ## test: notebooks clean and exported, notebook tests, lint, then pytest (its closing line is the count CI reads)
 test: setup

@@ -21,7 +21,12 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("predict",), "wmrl.wm_backends:cli_predict", "predict a solution's outcome with the world model (eight checks)"),
     (("tasks", "build"), "wmrl.suite:cli_tasks_build", "build the AutoResearch task suite (deterministic, cached)"),
     (("tasks", "check"), "wmrl.tasks:cli_tasks check", "validate task folders and name what is missing or malformed"),
+    (("agent",), "wmrl.agent:cli_agent", "sample or render solution programs from the program-writing policy"),
     (("reproduce", "bandit"), "wmrl.bandit:cli_reproduce_bandit", "run the toy-bandit sweep (papermill) into a run folder"),
+    (("reproduce", "autoresearch"), "wmrl.runner:cli_reproduce_autoresearch",
+     "run the AutoResearch grid (methods x seeds, papermill) and its summary"),
+    (("train",), "wmrl.train:cli_train", "train with WMRL or a baseline through TRL from a YAML config"),
+    (("mledojo",), "wmrl.mledojo:cli_mledojo", "check prepared MLE-Dojo competitions; print the paper's task split"),
 ]
 
 # %% ../nbs/900_cli.ipynb #598b6c52
