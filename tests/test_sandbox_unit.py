@@ -221,3 +221,13 @@ def test_bwrap_binds_the_interpreter_after_tmp(tmp_path):
     tmp_mount = next(i for i in range(len(args) - 2) if args[i] == "--bind" and args[i + 2] == "/tmp")
     for bound in backend.binds:
         assert args.index(str(bound)) > tmp_mount, f"{bound} is bound before /tmp and would be hidden"
+
+
+def test_a_sigkill_at_the_cpu_limit_is_a_timeout():
+    """The kernel may SIGKILL at the hard CPU limit before the wall clock fires: that is still a timeout."""
+    from wmrl.sandbox import RawRun, classify
+    limits = SandboxLimits(wall_s=5)
+    at_limit = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=5.0, cpu_s=5.0, peak_mb=1, stdout_tail="", stderr_tail="")
+    early = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=0.5, cpu_s=0.4, peak_mb=1, stdout_tail="", stderr_tail="")
+    assert classify(at_limit, limits)[0] == "timeout"
+    assert classify(early, limits)[0] == "runtime_error"

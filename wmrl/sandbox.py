@@ -125,7 +125,9 @@ def _cap(name, value):
     kind = getattr(resource, name)
     soft, hard = resource.getrlimit(kind)
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (value, value))
+    # CPU: the hard limit one second later, so the kernel's SIGXCPU (a timeout) comes before its SIGKILL
+    top = value + 1 if name == "RLIMIT_CPU" and (hard == resource.RLIM_INFINITY or value < hard) else value
+    resource.setrlimit(kind, (value, top))
 _cfg = dict(item.split("=", 1) for item in os.environ.pop("WMRL_LAUNCH", "").split(";") if item)
 for _name, _value in _cfg.items():
     if _name.startswith("RLIMIT_"): _cap(_name, int(_value))
@@ -320,7 +322,8 @@ def cleanup_stale_runs(tmp_root: Path | None = None) -> int:
         for controller in CgroupV1.CONTROLLERS:
             for group in (Path("/sys/fs/cgroup") / controller / own.get(controller, "/").strip().lstrip("/")).glob("wmrl-*"):
                 try:
-                    if not (group / "cgroup.procs").read_text().strip():
+                    # empty AND old: a group another process created a moment ago is empty until its run joins it
+                    if not (group / "cgroup.procs").read_text().strip() and time.time() - group.stat().st_mtime > 600:
                         group.rmdir()
                 except OSError:
                     pass  # in use by a live run
@@ -700,7 +703,7 @@ def classify(raw: RawRun, limits: SandboxLimits) -> tuple[str, str]:
     code, sig, stderr = raw.exit_code, raw.signal, raw.stderr_tail
     if raw.timed_out:
         return "timeout", f"killed at the wall-clock limit of {limits.wall_s:g} s"
-    if sig == signal.SIGXCPU:
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= limits.cpu_limit_s - 0.05):
         return "timeout", f"killed at the CPU-time limit of {limits.cpu_limit_s} s"
     if raw.oom_killed or code == MEMORY_EXIT or "MemoryError" in _last_error_line(stderr):
         detail = _last_error_line(stderr) if code == MEMORY_EXIT else "killed by the memory cap"
