@@ -5,6 +5,7 @@ state, its correction history and the keys/anchor flags of its own rows. 3 group
 each: the middle group is split across the ranks.
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,7 +40,16 @@ def main(out_dir: str, policy_dir: str) -> None:
               "state": trainer.corrector.state_dict(), "history": trainer.wmrl_history,
               "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h]}
     (out / f"rank{rank}.json").write_text(json.dumps(record))
+    trainer.accelerator.wait_for_everyone()
 
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    # Leave without interpreter teardown: gloo's and the scorer's native threads can abort the process at exit
+    # ("terminate called without an active exception") after all the work is done and written.
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

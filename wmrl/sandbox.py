@@ -630,6 +630,7 @@ class DockerBackend:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         import requests
+        from docker import errors as docker_errors
         public = _check_public_dir(public_dir)
         job = Path(tempfile.mkdtemp(prefix="wmrl-job-"))
         workdir, container = Workdir(limits.disk_mb, owner=65534), None
@@ -644,7 +645,11 @@ class DockerBackend:
                 result = container.wait(timeout=limits.wall_s)
             except requests.exceptions.RequestException:
                 timed_out = True
-                container.kill()
+                try:
+                    container.kill()
+                except docker_errors.APIError as err:  # it exited (e.g. at its CPU limit) between wait and kill
+                    if getattr(err, "status_code", None) != 409:
+                        raise
                 result = container.wait(timeout=30)
             wall = time.monotonic() - started
             container.reload()
