@@ -111,7 +111,7 @@ def resolved_config(params: dict) -> dict:
 def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False) -> dict:
     "Run the papermill template for one spec into out_dir/spec.name (skipped if finished)."
     import papermill
-    run_dir = Path(out_dir) / spec.name
+    run_dir = Path(out_dir).resolve() / spec.name  # absolute: the notebook runs with cwd=run_dir
     status = run_status(run_dir, spec.params)
     if status == "finished":
         return {"name": spec.name, "status": "skipped", "seconds": 0.0}
@@ -254,7 +254,7 @@ def cli_reproduce_autoresearch(argv: list[str] | None = None) -> int:
     try:
         grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"autoresearch_{args.size}.yaml")
         if args.out:
-            out = Path(args.out)
+            out = Path(args.out).resolve()
         else:
             from wmrl.settings import get_settings
             out = get_settings().runs_dir / f"autoresearch_{args.size}"

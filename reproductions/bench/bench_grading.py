@@ -9,10 +9,10 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from wmrl.bench import summarize, time_interleaved
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
@@ -20,12 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _timed(fn, repeat: int) -> dict:
-    walls = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - start)
-    return {"median_s": statistics.median(walls), "best_s": min(walls), "runs": repeat}
+    "Median, p10 and p90 wall milliseconds of `repeat` calls, in the format of every kit benchmark."
+    return summarize(time_interleaved({"run": fn}, repeats=repeat, warmup=0)["run"], "wall")
 
 
 def main(argv=None) -> int:
@@ -56,7 +52,7 @@ def main(argv=None) -> int:
         timing = _timed(all_boards, max(1, args.repeat // 10))
         calls = 100 * len(boards)
         result["position_real_boards"] = {**timing, "boards": len(boards), "calls": calls,
-                                          "us_per_call": 1e6 * timing["median_s"] / calls,
+                                          "us_per_call": 1e3 * timing["wall_ms"] / calls,
                                           "max_board_rows": int(max(len(s) for s, _ in boards))}
     with tempfile.TemporaryDirectory() as tmp:
         result["build_iris_task"] = _timed(lambda: build_iris_task(tmp), 3)

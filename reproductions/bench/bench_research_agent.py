@@ -9,19 +9,15 @@ Usage: python reproductions/bench/bench_research_agent.py [--repeat 5]
 import argparse
 import json
 import platform
-import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from wmrl.bench import summarize, time_interleaved
 
 
 def _timed(fn, repeat: int) -> dict:
-    walls = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - start)
-    return {"median_s": statistics.median(walls), "best_s": min(walls), "runs": repeat}
+    "Median, p10 and p90 wall milliseconds of `repeat` calls, in the format of every kit benchmark."
+    return summarize(time_interleaved({"run": fn}, repeats=repeat, warmup=0)["run"], "wall")
 
 
 def main(argv=None) -> int:
