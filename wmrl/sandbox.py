@@ -288,6 +288,13 @@ class Workdir:
                 shutil.copyfileobj(src, out)
         return dest
 
+    def collect(self, raw: "RawRun", limits: "SandboxLimits", output_dir) -> "RawRun":
+        "Finish a raw run: flag a blown disk budget (unsized workdirs only) and copy the submission out."
+        if not self.mounted and self.used_bytes() > limits.disk_mb << 20:
+            raw.disk_overflow = True
+        raw.submission_path = self.copy_submission(Path(output_dir), max_bytes=limits.file_mb << 20)
+        return raw
+
     def cleanup(self) -> None:
         if self.mounted and _libc.umount2(str(self.root).encode(), MNT_DETACH) != 0:
             log.warning("umount %s failed: %s", self.root, os.strerror(ctypes.get_errno()))
@@ -467,10 +474,7 @@ class _ProcessBackend:
             else:
                 raw.notes.append("no cgroup: process count and tree memory not capped")
                 _apply_usage_report(raw, workdir)
-            if not workdir.mounted and workdir.used_bytes() > limits.disk_mb << 20:
-                raw.disk_overflow = True
-            raw.submission_path = workdir.copy_submission(Path(output_dir), max_bytes=limits.file_mb << 20)
-            return raw
+            return workdir.collect(raw, limits, output_dir)
         finally:
             if group is not None:
                 group.remove()
@@ -663,10 +667,7 @@ class DockerBackend:
                          stdout_tail=out, stderr_tail=err, timed_out=timed_out,
                          oom_killed=bool(state.get("OOMKilled")), backend=self.label)
             _apply_usage_report(raw, workdir)
-            if not workdir.mounted and workdir.used_bytes() > limits.disk_mb << 20:
-                raw.disk_overflow = True
-            raw.submission_path = workdir.copy_submission(Path(output_dir), max_bytes=limits.file_mb << 20)
-            return raw
+            return workdir.collect(raw, limits, output_dir)
         finally:
             if container is not None:
                 try:
