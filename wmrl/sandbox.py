@@ -288,7 +288,7 @@ class Workdir:
                 shutil.copyfileobj(src, out)
         return dest
 
-    def collect(self, raw: "RawRun", limits: "SandboxLimits", output_dir) -> "RawRun":
+    def collect(self, raw: RawRun, limits: SandboxLimits, output_dir) -> RawRun:
         "Finish a raw run: flag a blown disk budget (unsized workdirs only) and copy the submission out."
         if not self.mounted and self.used_bytes() > limits.disk_mb << 20:
             raw.disk_overflow = True
