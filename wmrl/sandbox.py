@@ -182,10 +182,15 @@ class CgroupV1:
     "A per-run cgroup-v1 group (pids, memory, cpuacct), nested under the caller's own groups."
     CONTROLLERS = ("pids", "memory", "cpuacct")
 
-    def __init__(self, nproc: int, memory_mb: int, root: Path = Path("/sys/fs/cgroup")):
+    @classmethod
+    def parents(cls, root: Path = Path("/sys/fs/cgroup")) -> dict[str, Path]:
+        "This process's own group per controller: runs nest under it, and stale-run cleanup looks there."
         own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line)
+        return {c: root / c / own.get(c, "/").strip().lstrip("/") for c in cls.CONTROLLERS}
+
+    def __init__(self, nproc: int, memory_mb: int, root: Path = Path("/sys/fs/cgroup")):
         name = f"wmrl-{uuid.uuid4().hex[:12]}"
-        self.paths = {c: root / c / own.get(c, "/").strip().lstrip("/") / name for c in self.CONTROLLERS}
+        self.paths = {c: parent / name for c, parent in self.parents(root).items()}
         for path in self.paths.values():
             path.mkdir()
         (self.paths["pids"] / "pids.max").write_text(str(nproc))
@@ -325,9 +330,8 @@ def cleanup_stale_runs(tmp_root: Path | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
         removed += 1
     if CgroupV1.available():
-        own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line)
-        for controller in CgroupV1.CONTROLLERS:
-            for group in (Path("/sys/fs/cgroup") / controller / own.get(controller, "/").strip().lstrip("/")).glob("wmrl-*"):
+        for parent in CgroupV1.parents().values():
+            for group in parent.glob("wmrl-*"):
                 try:
                     # empty AND old: a group another process created a moment ago is empty until its run joins it
                     if not (group / "cgroup.procs").read_text().strip() and time.time() - group.stat().st_mtime > 600:

@@ -33,22 +33,27 @@ class Settings:
     source: str = "defaults"  # which file (or 'defaults') the values came from
 
 # %% ../nbs/000_settings.ipynb #d47e369b
-def find_settings_file(start: Path | None = None) -> Path | None:
-    "The settings file to use: `WMRL_SETTINGS`, else the nearest `settings.ini` with a `[wmrl]` section."
+def _locate(start: Path | None = None) -> tuple[Path | None, dict]:
+    "The settings file to use and its `[wmrl]` values, parsed once."
     if os.environ.get("WMRL_SETTINGS"):
         path = Path(os.environ["WMRL_SETTINGS"]).expanduser()
         if not path.is_file(): raise FileNotFoundError(f"WMRL_SETTINGS points to {path}, which is not a file")
-        return path
-    start = Path(start or Path.cwd()).resolve()
-    candidates = [d / "settings.ini" for d in [start, *start.parents]]
-    import wmrl  # a source checkout keeps settings.ini next to the package folder
-    candidates.append(Path(wmrl.__file__).resolve().parent.parent / "settings.ini")
+        candidates = [path]
+    else:
+        start = Path(start or Path.cwd()).resolve()
+        import wmrl  # a source checkout keeps settings.ini next to the package folder
+        candidates = [d / "settings.ini" for d in [start, *start.parents]]
+        candidates.append(Path(wmrl.__file__).resolve().parent.parent / "settings.ini")
     for path in candidates:
         if path.is_file():
             parser = configparser.ConfigParser()
             parser.read(path)
-            if parser.has_section("wmrl"): return path
-    return None
+            if parser.has_section("wmrl"): return path, dict(parser["wmrl"])
+    return None, {}
+
+def find_settings_file(start: Path | None = None) -> Path | None:
+    "The settings file to use: `WMRL_SETTINGS`, else the nearest `settings.ini` with a `[wmrl]` section."
+    return _locate(start)[0]
 
 # %% ../nbs/000_settings.ipynb #69514fb9
 def _convert(name: str, raw: str, default):
@@ -64,12 +69,7 @@ def _convert(name: str, raw: str, default):
 
 def get_settings(start: Path | None = None) -> Settings:
     "Load the settings: defaults, then `settings.ini`, then `WMRL_<KEY>` environment variables."
-    path = find_settings_file(start)
-    values = {}
-    if path is not None:
-        parser = configparser.ConfigParser()
-        parser.read(path)
-        values.update(parser["wmrl"])
+    path, values = _locate(start)
     defaults = {f.name: f.default for f in fields(Settings) if f.name != "source"}
     unknown = set(values) - set(defaults)
     if unknown: raise ValueError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {sorted(defaults)}")
