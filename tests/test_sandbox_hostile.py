@@ -24,7 +24,7 @@ from wmrl.tasks import build_iris_task, load_task
 LIMITS = SandboxLimits(wall_s=5, memory_mb=512, nproc=48, disk_mb=64, file_mb=32, max_output_mb=4, output_kb=4)
 QUICK = ("import os, shutil\n"
          "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])\n")
-ISOLATING = ("bwrap", "docker")  # backends with filesystem and pid isolation
+ISOLATING = ("bwrap", "warm", "docker")  # backends with filesystem and pid isolation
 
 
 def _docker_or_skip():
@@ -35,12 +35,12 @@ def _docker_or_skip():
                     "Start one with `bash .ci/docker-up.sh && source /tmp/wmrl-docker/env.sh`.")
 
 
-@pytest.fixture(scope="module", params=["bwrap", "subprocess", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=["bwrap", "warm", "subprocess", pytest.param("docker", marks=pytest.mark.docker)])
 def pool(request):
-    if request.param == "bwrap":
+    if request.param in ("bwrap", "warm"):
         if not bwrap_works():
-            pytest.skip("BWRAP BACKEND NOT TESTED: bwrap cannot create namespaces on this machine")
-        backend = get_backend("bwrap")
+            pytest.skip(f"{request.param.upper()} BACKEND NOT TESTED: bwrap cannot create namespaces on this machine")
+        backend = get_backend(request.param) if request.param == "bwrap" else get_backend("warm", base="bwrap")
     elif request.param == "docker":
         backend = _docker_or_skip()
     else:
@@ -230,6 +230,16 @@ def test_killing_its_parent(pool, task):
     code = ("import os, signal, shutil\n"
             "for target in (os.getppid(), 1, -1):\n    try: os.kill(target, signal.SIGKILL); print('sent', target)\n"
             "    except OSError as e: print('denied', target, e.errno)\n" + QUICK)
+    if pool.backend.name == "warm":
+        # its parent is the task's warm server (same uid, same sandbox): killing it is possible, by design. What
+        # must hold: the job is an infrastructure failure (NaN, never a reward), the host is untouched, and the
+        # next job gets a fresh server.
+        hostile, neighbour = pool.map([(task, code, LIMITS), (task, QUICK, LIMITS)], progress=False)
+        assert hostile.infra_error and hostile.reward != hostile.reward, hostile
+        assert neighbour.status == "ok" or neighbour.infra_error, neighbour
+        (after,) = pool.map([(task, QUICK, LIMITS)], progress=False)
+        assert after.status == "ok", after
+        return
     rec = run_hostile(pool, task, code)
     assert rec.status in ("ok", "runtime_error", "no_submission"), rec
 

@@ -218,6 +218,8 @@ class AutoResearchRun:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
+            if hasattr(self._pool.backend, "close"):  # the warm backend's servers
+                self._pool.backend.close()
             self._pool = None
 
 # %% ../nbs/330_autoresearch.ipynb #2e325d8b

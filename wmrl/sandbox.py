@@ -212,10 +212,13 @@ class CgroupV1:
     def cpu_s(self) -> float: return int((self.paths["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
     def peak_mb(self) -> float: return int((self.paths["memory"] / "memory.max_usage_in_bytes").read_text()) / 2**20
 
-    def oom_killed(self) -> bool:
+    def oom_kills(self) -> int:
+        "How many processes the group's memory cap has killed so far."
         text = (self.paths["memory"] / "memory.oom_control").read_text()
         counts = dict(line.split() for line in text.splitlines() if line.strip())
-        return int(counts.get("oom_kill", 0)) > 0
+        return int(counts.get("oom_kill", 0))
+
+    def oom_killed(self) -> bool: return self.oom_kills() > 0
 
     def kill_all(self, timeout_s: float = 5.0) -> None:
         "SIGKILL every process in the group until it is empty (forks during the sweep are caught next round)."
@@ -685,7 +688,7 @@ class DockerBackend:
 _BWRAP_OK: dict[str, bool] = {}
 
 def get_backend(name: str | None = None, **kwargs) -> SandboxBackend:
-    "A backend by name: auto (bwrap, else subprocess with a warning), bwrap, subprocess, docker."
+    "A backend by name: auto (bwrap, else subprocess with a warning), bwrap, subprocess, docker, warm (`wmrl.warm`)."
     if name is None:
         from wmrl.settings import get_settings
         name = get_settings().sandbox_backend
@@ -698,9 +701,12 @@ def get_backend(name: str | None = None, **kwargs) -> SandboxBackend:
         log.warning("bwrap is unavailable (%s): using the subprocess backend, which applies limits only and does NOT "
                     "isolate the file system", bwrap or "not installed")
         return SubprocessBackend(**kwargs)
+    if name == "warm":  # forking pre-imported servers inside bwrap (wmrl.warm builds on this module)
+        from wmrl.warm import WarmBackend
+        return WarmBackend(**kwargs)
     backends = {"bwrap": BwrapBackend, "subprocess": SubprocessBackend, "docker": DockerBackend}
     if name not in backends:
-        raise ValueError(f"unknown sandbox backend {name!r}; expected auto, bwrap, subprocess or docker")
+        raise ValueError(f"unknown sandbox backend {name!r}; expected auto, bwrap, subprocess, docker or warm")
     return backends[name](**kwargs)
 
 # %% ../nbs/120_sandbox.ipynb #e29cd1e4
@@ -766,7 +772,7 @@ def cli_run(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wmrl run", description="Execute a solution on a task in the sandbox and grade it.")
     parser.add_argument("task_dir", help="task folder in MLE-Dojo layout")
     parser.add_argument("solution", help="Python file to execute")
-    parser.add_argument("--backend", choices=["auto", "bwrap", "subprocess", "docker"], default=None,
+    parser.add_argument("--backend", choices=["auto", "bwrap", "subprocess", "docker", "warm"], default=None,
                         help="sandbox backend (default: sandbox_backend from settings.ini)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds")
     parser.add_argument("--memory-mb", type=int, default=None, help="memory limit in MB")

@@ -1,0 +1,87 @@
+"""The warm (forking, pre-imported) backend gives the records a cold bwrap run gives, and survives what it must.
+
+Reference: toy/solutions/iris/records.json holds the cold bwrap statuses of 40 real iris solutions (across the whole
+vocabulary); the graded ones are also run cold now and must get the same reward. Costs differ (that is the point).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from wmrl.pool import ExecutionPool
+from wmrl.sandbox import SandboxLimits, bwrap_works, execute, get_backend
+from wmrl.tasks import load_task
+from wmrl.warm import WarmBackend
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "toy" / "solutions" / "iris"
+LIMITS = SandboxLimits(wall_s=10.0, memory_mb=1024)
+
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="WARM BACKEND NOT TESTED: bwrap cannot create namespaces here")
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_task(REPO / "toy" / "tasks" / "iris")
+
+
+@pytest.fixture(scope="module")
+def warm():
+    backend = WarmBackend(base="bwrap", max_servers=2)
+    yield backend
+    backend.close()
+
+
+def test_same_statuses_and_rewards_as_cold_bwrap(iris, warm):
+    "Statuses of all 40 against the stored cold records; rewards of the graded ones against cold runs made now."
+    reference = json.loads((SOLUTIONS / "records.json").read_text())
+    names = sorted(reference)
+    jobs = [(iris, (SOLUTIONS / f"{n}.py").read_text(), LIMITS) for n in names]
+    with ExecutionPool(warm, max_workers=2) as pool:
+        records = pool.map(jobs, progress=False)
+    wrong = [(n, reference[n]["status"], r.status, r.message) for n, r in zip(names, records) if r.status != reference[n]["status"]]
+    assert not wrong, wrong
+    assert all(r.backend == "warm-bwrap" and not r.infra_error for r in records)
+    graded = [i for i, r in enumerate(records) if r.status == "ok"]
+    assert len(graded) >= 8
+    with ExecutionPool(get_backend("bwrap"), max_workers=2) as pool:
+        cold = pool.map([jobs[i] for i in graded], progress=False)
+    for i, record in zip(graded, cold):
+        assert math.isclose(records[i].reward, record.reward, abs_tol=1e-12), (names[i], records[i].reward, record.reward)
+
+
+def test_each_server_start_is_charged_once(iris, tmp_path):
+    backend = WarmBackend(base="bwrap", max_servers=1)
+    try:
+        code = (SOLUTIONS / "good_logistic.py").read_text()
+        first, second = (backend.run(code, iris.public_dir, LIMITS, tmp_path) for _ in range(2))
+        server = next(iter(backend.servers.values()))
+        assert server.startup_cpu_s > 0
+        assert any("warm server's start" in note for note in first.notes)
+        assert not any("warm server's start" in note for note in second.notes)
+        assert first.cpu_s >= server.startup_cpu_s > second.cpu_s * 0  # the first carries the start
+    finally:
+        backend.close()
+
+
+def test_a_dead_server_is_an_infra_failure_and_restarts(iris, warm):
+    killer = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(5)\n"
+    with ExecutionPool(warm, max_workers=1) as pool:
+        dead, after = pool.map([(iris, killer, LIMITS), (iris, (SOLUTIONS / "good_knn.py").read_text(), LIMITS)],
+                               progress=False)
+    assert dead.infra_error and math.isnan(dead.reward), dead
+    assert after.status == "ok", after
+
+
+def test_subprocess_base_and_get_backend(iris, tmp_path):
+    backend = get_backend("warm", base="subprocess", max_servers=1)
+    try:
+        record = execute(iris, (SOLUTIONS / "good_random_forest.py").read_text(), backend=backend, limits=LIMITS)
+        assert record.status == "ok" and record.backend == "warm-subprocess"
+    finally:
+        backend.close()
+    with pytest.raises(ValueError, match="base must be"):
+        WarmBackend(base="docker")
