@@ -8,8 +8,8 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export PYTHONDONTWRITEBYTECODE ?= 1
 SIZE ?= full
-# The AutoResearch grid at full size takes hours on 2 cores until the warm forking sandbox lands; quick is minutes.
-AUTORESEARCH_SIZE ?= quick
+# Both reproductions at full size by default (SIZE=quick AUTORESEARCH_SIZE=quick for a smoke run of a few minutes).
+AUTORESEARCH_SIZE ?= $(SIZE)
 OUT ?= reproductions/runs/latest
 
 .PHONY: setup setup-system reproduce test lab index

@@ -19,8 +19,8 @@ from .ledger import ComputeLedger, ExecutionCache, _atomic_write_text, execute_c
 
 # %% auto #0
 __all__ = ['SMALL_RUN_CORRECTION', 'STREAM_TASKS', 'STREAM_PROGRAMS', 'STREAM_EVAL', 'CHECKPOINT', 'AutoResearchConfig',
-           'resolve_tasks', 'step_rng', 'step_tasks', 'Group', 'sample_groups', 'predict_rows', 'record_from_dict',
-           'execute_rows', 'percentile_of', 'evaluate_policy', 'AutoResearchRun']
+           'resolve_tasks', 'step_rng', 'step_tasks', 'Group', 'sample_groups', 'suite_world_model', 'predict_rows',
+           'record_from_dict', 'execute_rows', 'percentile_of', 'evaluate_policy', 'AutoResearchRun']
 
 # %% ../nbs/330_autoresearch.ipynb #f08b7b5d
 SMALL_RUN_CORRECTION = {"min_pairs": 16, "refit_every": 8, "warmup": 4, "half_life": 16.0}
@@ -46,6 +46,7 @@ class AutoResearchConfig:
     backend: str = ""                    # sandbox backend ('' = settings)
     cache_path: str = ""                 # shared execution cache file ('' = in-memory, per run)
     timeout_s: float = 0.0               # wall limit per program (0: each task's compute budget)
+    quality_prior: str = "fitted"        # world model's quality prior: fitted (toy/suite/quality_prior.json), hand, or a path
     correction: dict = field(default_factory=dict)     # CorrectionConfig overrides (over SMALL_RUN_CORRECTION)
 
     def __post_init__(self):
@@ -59,6 +60,8 @@ class AutoResearchConfig:
             raise ValueError(f"group_size must be >= 2 (GRPO needs a group), got {self.group_size}")
         if not (self.timeout_s >= 0 and math.isfinite(self.timeout_s)):
             raise ValueError(f"timeout_s must be >= 0 (0: the task's budget), got {self.timeout_s}")
+        if not isinstance(self.quality_prior, str) or not self.quality_prior:
+            raise ValueError(f"quality_prior must be 'fitted', 'hand' or a path, got {self.quality_prior!r}")
         if not (self.lr > 0 and self.max_norm > 0):
             raise ValueError(f"lr and max_norm must be > 0, got {self.lr} and {self.max_norm}")
         self.correction_config()  # fail now, not at step 0, on a misspelt correction knob
@@ -131,6 +134,15 @@ def sample_groups(policy, tasks, features, indices, seed: int, step: int, group_
                             [render(p, tasks[i]) for p in programs]))
     return groups
 
+def suite_world_model(quality_prior: str = "fitted"):
+    """The frozen world model of the suite: the static tier with the quality prior fitted once on the *training*
+    tasks' reference populations (`wmrl.wm_prior`), the hand table (`'hand'`), or a prior JSON at a path."""
+    from wmrl.wm_static import StaticWorldModel
+    if quality_prior == "hand":
+        return StaticWorldModel()
+    from wmrl.wm_prior import load_prior
+    return StaticWorldModel(quality_prior=load_prior(None if quality_prior == "fitted" else quality_prior))
+
 def predict_rows(world_model, groups) -> tuple[np.ndarray, float]:
     "(predicted reward per row, world-model seconds) for every row of every group."
     jobs = [(g.task, code) for g in groups for code in g.codes]
@@ -190,8 +202,7 @@ class AutoResearchRun:
         self.heldout_features = [task_features(t) for t in self.heldout_tasks]
         step_tasks(len(self.train_tasks), config.tasks_per_step, config.seed, 0)  # validates the sizes
         if world_model is None:
-            from wmrl.wm_static import StaticWorldModel
-            world_model = StaticWorldModel()
+            world_model = suite_world_model(config.quality_prior)
         self.world_model, self._run_batch, self._pool = world_model, run_batch, None
         self.cache = ExecutionCache(config.cache_path or None)
         self.policy = ProgramPolicy(seed=config.seed)

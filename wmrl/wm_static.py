@@ -34,8 +34,8 @@ __all__ = ['CONFIDENCE', 'NON_NUMERIC', 'IMPORTABLE', 'MODEL_PRIOR', 'Mod', 'Obj
            'path_from_env', 'join_path', 'read_table', 'evaluate', 'evaluate_fstring', 'evaluate_binop',
            'evaluate_attribute', 'evaluate_subscript', 'evaluate_call', 'table_from_dict', 'check_allocation',
            'memory_limit_mb', 'call_method', 'fit_estimator', 'predict_estimator', 'table_method', 'assign',
-           'run_statements', 'run_loop', 'submission_finding', 'quality_prior', 'analyse', 'static_verdicts',
-           'StaticWorldModel']
+           'run_statements', 'run_loop', 'submission_finding', 'quality_prior', 'position_bucket', 'analyse',
+           'quality_verdict', 'static_verdicts', 'StaticWorldModel']
 
 # %% ../nbs/220_wm_static.ipynb #e4715bc5
 @dataclass
@@ -105,6 +105,7 @@ class State:
     findings: list = field(default_factory=list)
     writes: list = field(default_factory=list)       # (line, PathVal, Table|None, index_written)
     estimators: list = field(default_factory=list)   # class names of fitted estimators
+    models: list = field(default_factory=list)       # (class name, keyword arguments) of each estimator built
     outputs: list = field(default_factory=list)      # kinds of predictions made: 'labels' / 'proba'
     tuned: bool = False
     cost_s: float = 0.0
@@ -331,7 +332,9 @@ def evaluate_call(node: ast.Call, state: State):
         state.tuned = True
     if name == "savetxt" and args: state.writes.append((state.line, args[0] if isinstance(args[0], PathVal) else PathVal("literal", str(args[0])), None, False))
     if inspect.isclass(target):
-        if hasattr(target, "fit") and hasattr(target, "predict"): state.estimators.append(target.__name__)
+        if hasattr(target, "fit") and hasattr(target, "predict"):
+            state.estimators.append(target.__name__)
+            state.models.append((target.__name__, dict(kwargs)))
         return Inst(target, params={k: v for k, v in kwargs.items()})
     return None
 
@@ -548,6 +551,11 @@ def quality_prior(state: State) -> tuple[str, str]:
     if state.tuned and bucket == "mid": return "high", "a suitable model family with tuning or cross-validation"
     return bucket, f"model family prior ({', '.join(sorted(set(state.estimators)))})"
 
+def position_bucket(position: float) -> str:
+    "The bucket whose bin holds a position (bins <0.1, <0.3, <0.6, >=0.6; see `BUCKET_POSITION`)."
+    if not 0.0 <= position <= 1.0: raise ValueError(f"position must be in [0, 1], got {position}")
+    return "low" if position < 0.1 else "fair" if position < 0.3 else "mid" if position < 0.6 else "high"
+
 # %% ../nbs/220_wm_static.ipynb #32205786
 def analyse(task, code: str) -> State:
     "Run the whole static analysis of `code` on `task` (no code is executed)."
@@ -564,7 +572,17 @@ def analyse(task, code: str) -> State:
                               f"killed at the wall-clock limit of {view.compute_budget_s:g} s (estimated {shown})", 0.8))
     return state
 
-def static_verdicts(task, code: str) -> list:
+def quality_verdict(state: State, prior=None) -> Verdict:
+    """The quality verdict: the hand table's bucket, or, with a fitted prior (anything with `quality_for`, e.g.
+    `wmrl.wm_prior.FittedQualityPrior`), a predicted position for the models the analysis saw."""
+    if prior is None:
+        bucket, reason = quality_prior(state)
+        return Verdict("quality", "pass", 0.5, quality=bucket, reason=reason[:200])
+    position, reason = prior.quality_for(state.task, state.models, state.outputs, state.tuned)
+    position = min(max(float(position), 0.0), 1.0)
+    return Verdict("quality", "pass", 0.5, quality=position_bucket(position), position=position, reason=reason[:200])
+
+def static_verdicts(task, code: str, prior=None) -> list:
     "The eight verdicts of the static tier for one solution (all pass if the code does not parse: the syntax gate decides)."
     try:
         state = analyse(task, code)
@@ -580,19 +598,23 @@ def static_verdicts(task, code: str) -> list:
         f = found[0]
         feedback = format_traceback(f.error_type, f.message, f.line, code) if check not in ("compute_budget", "submission") or f.error_type == "MemoryError" else f.message
         verdicts.append(Verdict(check, "fail", f.confidence, f.error_type, f.line, feedback[:400], reason=f.message[:200]))
-    bucket, reason = quality_prior(state)
-    return verdicts + [Verdict("quality", "pass", 0.5, quality=bucket, reason=reason[:200])]
+    return verdicts + [quality_verdict(state, prior)]
 
 # %% ../nbs/220_wm_static.ipynb #2b78c80f
 class StaticWorldModel:
-    "The static-analysis world model (CPU default): real program analysis, no model weights."
+    """The static-analysis world model (CPU default): real program analysis, no model weights.
+    `quality_prior`: None for the hand table (`MODEL_PRIOR`), or a fitted prior such as
+    `wmrl.wm_prior.load_prior()` (any object with `quality_for(task, models, outputs, tuned)`)."""
     name = "static"
 
-    def __init__(self, min_confidence: float = 0.5):
+    def __init__(self, min_confidence: float = 0.5, quality_prior=None):
+        if quality_prior is not None and not callable(getattr(quality_prior, "quality_for", None)):
+            raise TypeError(f"quality_prior must have a quality_for(task, models, outputs, tuned) method, got {type(quality_prior).__name__}")
         self.min_confidence = min_confidence
+        self.quality_prior = quality_prior
 
     def verdicts(self, jobs: Sequence[tuple]) -> list:
-        return [static_verdicts(task, code) for task, code in jobs]
+        return [static_verdicts(task, code, self.quality_prior) for task, code in jobs]
 
     def predict(self, jobs: Sequence[tuple]) -> list:
         "One Prediction per (task, code) job."
