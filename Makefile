@@ -20,7 +20,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,train,suite]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,train,suite,scale]'
 	touch $@
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
