@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -23,9 +24,12 @@ from .wm_prompts import CheckPrompt, FewShotExample, build_prompts
 from .wm_static import StaticWorldModel
 from .wm_verdicts import CHECKS, VERDICT_SCHEMA, Verdict, aggregate, parse_verdict, syntax_error_of
 
+log = logging.getLogger("wmrl.wm_backends")
+
 # %% auto #0
-__all__ = ['BACKENDS', 'combine_samples', 'LLMWorldModel', 'ScriptedWorldModel', 'TransformersWorldModel', 'tiny_random_model',
-           'smollm2_path', 'VLLMWorldModel', 'HTTPWorldModel', 'parse_chat_response', 'get_world_model', 'cli_predict']
+__all__ = ['log', 'BACKENDS', 'combine_samples', 'LLMWorldModel', 'ScriptedWorldModel', 'TransformersWorldModel',
+           'tiny_random_model', 'smollm2_path', 'VLLMWorldModel', 'HTTPWorldModel', 'parse_chat_response',
+           'get_world_model', 'cli_predict']
 
 # %% ../nbs/230_wm_backends.ipynb #d6eb5dab
 def combine_samples(samples: Sequence[Verdict]) -> Verdict:
@@ -232,8 +236,11 @@ class HTTPWorldModel(LLMWorldModel):
 
     def __init__(self, base_url: str | None = None, model: str | None = None, temperature: float = 0.7,
                  max_tokens: int = 512, timeout_s: float = 120.0, workers: int = 16, retries: int = 2,
-                 schema_field: str = "response_format", **kwargs):
+                 schema_field: str = "response_format", top_p: float | None = None, seed: int | None = None,
+                 engine_kwargs: dict | None = None, **kwargs):
         super().__init__(**kwargs)
+        if engine_kwargs:  # the same config as the in-process vLLM backend: these belong to the server
+            log.warning("http backend: engine_kwargs %s are ignored here; pass them to `vllm serve`", sorted(engine_kwargs))
         if schema_field not in ("response_format", "structured_outputs"):
             raise ValueError("schema_field must be 'response_format' or 'structured_outputs'")
         if base_url is None or model is None:
@@ -244,10 +251,12 @@ class HTTPWorldModel(LLMWorldModel):
         self.base_url, self.model = base_url.rstrip("/"), model
         self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
         self.workers, self.retries, self.schema_field = workers, retries, schema_field
+        self.top_p, self.seed = top_p, seed
 
     def request_body(self, prompt: CheckPrompt) -> dict:
         body = {"model": self.model, "messages": prompt.messages(), "n": self.n_samples, "temperature": self.temperature,
                 "max_tokens": self.max_tokens}
+        body |= {k: v for k, v in (("top_p", self.top_p), ("seed", self.seed)) if v is not None}  # official: 0.8, 0
         if self.schema_field == "response_format":
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": VERDICT_SCHEMA, "strict": True}}
         else:
