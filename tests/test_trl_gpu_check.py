@@ -26,6 +26,8 @@ def test_memory_fractions_are_checked():
     assert done.returncode == 2 and "must leave room" in done.stderr
     done = run("--model", "m", "--steps", "0", "--dry-run")
     assert done.returncode == 2 and "--steps" in done.stderr
+    done = run("--model", "m", "--agent-steps", "-1", "--dry-run")
+    assert done.returncode == 2 and "--agent-steps" in done.stderr
 
 
 def test_dry_run_resolves_the_plan_without_weights(tmp_path):
@@ -38,4 +40,6 @@ def test_dry_run_resolves_the_plan_without_weights(tmp_path):
     assert plan["groups_per_step"] == 2 and plan["rows_per_step"] == 16
     engine = plan["world_model"]["options"]["engine_kwargs"]
     assert engine["gpu_memory_utilization"] + plan["trl"]["vllm_gpu_memory_utilization"] <= 0.9
+    assert plan["agent"]["steps"] == 2 and plan["agent"]["max_turns"] == 2  # phase 3: the research agent
+    assert plan["agent"]["max_new_tokens"] == plan["trl"]["max_completion_length"]
     assert not (tmp_path / "check.json").exists()  # a dry run writes nothing

@@ -21,7 +21,7 @@ def run_cli(*args, timeout=300):
 
 
 def test_shipped_configs_load():
-    for name in ("tiny-cpu", "qwen3.5-4b", "qwen3.5-9b"):
+    for name in ("tiny-cpu", "tiny-cpu-agent", "qwen3.5-4b", "qwen3.5-9b"):
         config = load_config(name)
         assert config["_source"] == str(CONFIGS / f"{name}.yaml")
         correction_config(config)
@@ -54,7 +54,7 @@ def size_of(name):
     ("correction.method=wmrl", "top-level `method`"),
     ("correction.anchor_fraction=1.5", "anchor_fraction must be in [0, 1]"),
     ("model=x", "must be a mapping"),
-    ("tasks.program=agent", "tasks.program"),
+    ("tasks.program=agents", "tasks.program"),
     ("justakey", "not key=value"),
 ])
 def test_bad_overrides_are_clear_errors(override, message):
@@ -67,6 +67,7 @@ def test_overrides_merge_and_parse_yaml_values():
     config = load_config("tiny-cpu", ["correction.w_max=3", "trl.max_steps=2", "tasks.chat=true", "output_dir=null"])
     assert config["correction"]["w_max"] == 3 and config["correction"]["min_pairs"] == 4  # merged, not replaced
     assert config["trl"]["max_steps"] == 2 and config["tasks"]["chat"] is True and config["output_dir"] is None
+    assert load_config("tiny-cpu", ["trl.learning_rate=1e-6"])["trl"]["learning_rate"] == 1e-6  # YAML 1.1 says "1e-6"
 
 
 def test_missing_config_file():

@@ -25,6 +25,12 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("reproduce", "bandit"), "wmrl.bandit:cli_reproduce_bandit", "run the toy-bandit sweep (papermill) into a run folder"),
     (("reproduce", "autoresearch"), "wmrl.runner:cli_reproduce_autoresearch",
      "run the AutoResearch grid (methods x seeds, papermill) and its summary"),
+    (("reproduce", "mle-dojo"), "wmrl.runner:cli_reproduce_mledojo",
+     "run an MLE-Dojo grid through TRL (papermill per run) and set it next to the paper's Table 1"),
+    (("reproduce", "dsbench"), "wmrl.runner:cli_reproduce_dsbench",
+     "run a DSBench grid through TRL (papermill per run) and set it next to the paper's Table 1"),
+    (("prior", "fit"), "wmrl.wm_prior:cli_fit_prior",
+     "fit the static world model's quality prior on the suite's training tasks (frozen JSON)"),
     (("train",), "wmrl.train:cli_train", "train with WMRL or a baseline through TRL from a YAML config"),
     (("mledojo",), "wmrl.mledojo:cli_mledojo", "check prepared MLE-Dojo competitions; print the paper's task split"),
 ]
@@ -58,3 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(result or 0)
     print(f"wmrl: unknown command {' '.join(argv[:2])!r}\n\n{_usage()}", file=sys.stderr)
     return 2
+
+# %% ../nbs/900_cli.ipynb #9faebeb4
+if __name__ == "__main__":
+    sys.exit(main())

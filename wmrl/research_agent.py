@@ -18,11 +18,11 @@ from .grading import leaderboard_position
 from .mledojo import KaggleEnv
 
 # %% auto #0
-__all__ = ['ACTION_KINDS', 'PYTHON_TAGS', 'SYSTEM_PROMPT', 'MALFORMED_FEEDBACK', 'Action', 'scan_fences', 'parse_action',
-           'truncate_observation', 'system_prompt', 'task_overview', 'build_messages', 'Outcome',
+__all__ = ['ACTION_KINDS', 'PYTHON_TAGS', 'SYSTEM_PROMPT', 'MALFORMED_FEEDBACK', 'EXAMPLE_MESSAGES', 'Action', 'scan_fences',
+           'parse_action', 'truncate_observation', 'system_prompt', 'task_overview', 'build_messages', 'Outcome',
            'ladder_from_observation', 'SandboxFeedback', 'predicted_feedback', 'WorldModelFeedback', 'Turn',
-           'Trajectory', 'clip_response', 'as_feedback', 'run_episode', 'transformers_generate_fn',
-           'world_model_reward']
+           'Trajectory', 'clip_response', 'as_feedback', 'Episode', 'run_episode', 'observe_batch', 'menu_message',
+           'transformers_generate_fn', 'world_model_reward']
 
 # %% ../nbs/510_research_agent.ipynb #9478db34
 ACTION_KINDS = ("request_info", "validate_code", "execute_code", "malformed")
@@ -290,7 +290,10 @@ class WorldModelFeedback:
         if action.kind == "request_info":
             observation, _ = self.info_env.step("request_info", info_type=action.info_type)
             return Outcome(_feedback_text(observation), 0.0, "request_info")
-        prediction = self.world_model.predict([(self.task, action.code)])[0]
+        return self.outcome(action, self.world_model.predict([(self.task, action.code)])[0])
+
+    def outcome(self, action: Action, prediction) -> Outcome:
+        "The Outcome of an execute/validate action from its Prediction (split out so predictions can be batched)."
         text = predicted_feedback(self.task, prediction, action.code)
         detail = {"prediction": prediction.to_dict()}
         if action.kind == "validate_code":
@@ -366,6 +369,47 @@ def _accepts_max_new_tokens(generate_fn) -> bool:
     return any(p.name == "max_new_tokens" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 # %% ../nbs/510_research_agent.ipynb #17250f80
+class Episode:
+    "One episode played turn by turn: the caller generates each message, `record` stores it with its outcome."
+
+    def __init__(self, task, feedback, max_turns: int = 4, observation_max_tokens: int = 1024, tokenizer=None,
+                 messages: list | None = None,  # the opening chat (None: `build_messages(task, ...)`)
+                 overview_max_tokens: int = 1500):
+        _check_budget(max_turns)
+        _check_budget(observation_max_tokens)
+        if not callable(feedback) or not hasattr(feedback, "source"):
+            raise TypeError(f"feedback must be a SandboxFeedback or WorldModelFeedback, got {type(feedback).__name__}")
+        self.task, self.feedback, self.max_turns, self.tokenizer = task, feedback, max_turns, tokenizer
+        self.observation_max_tokens = observation_max_tokens
+        opening = build_messages(task, max_turns, overview_max_tokens, tokenizer) if messages is None else messages
+        self.messages = [dict(m) for m in opening]
+        self.turns, self.started = [], time.perf_counter()
+
+    @property
+    def done(self) -> bool: return len(self.turns) >= self.max_turns
+
+    def record(self, response: str, action: Action, outcome: Outcome, generate_s: float = 0.0, env_s: float = 0.0) -> str:
+        "Append the agent's message and the truncated observation; return the next user message's text."
+        if self.done:
+            raise RuntimeError(f"the episode already has its {self.max_turns} turns")
+        index = len(self.turns)
+        shown = truncate_observation(outcome.observation, self.observation_max_tokens, self.tokenizer)
+        content = shown + (f"\n\nTurn {index + 2} of {self.max_turns}." if index + 1 < self.max_turns else "")
+        self.messages += [{"role": "assistant", "content": response}, {"role": "user", "content": content}]
+        self.turns.append(Turn(index, response, action, shown, outcome.reward, outcome.status, outcome.position,
+                               generate_s, env_s, outcome.detail))
+        return content
+
+    def trajectory(self) -> Trajectory:
+        "The episode so far, scored by its best execute turn (0 and no best turn if it executed nothing that paid)."
+        executed = [t for t in self.turns if t.action.kind == "execute_code"]
+        best = max(executed, key=lambda t: t.reward, default=None)
+        reward = max(0.0, best.reward) if best is not None else 0.0
+        best_turn = best.index if best is not None and best.reward > 0 else None
+        return Trajectory(self.task.name, self.feedback.source, list(self.turns), reward, best_turn,
+                          [dict(m) for m in self.messages], time.perf_counter() - self.started)
+
+# %% ../nbs/510_research_agent.ipynb #86117b2d
 def run_episode(generate_fn: Callable, env_or_scorer, task, max_turns: int = 4, max_new_tokens: int = 4096,
                 observation_max_tokens: int = 1024, overview_max_tokens: int = 1500, tokenizer=None) -> Trajectory:
     "Play one multi-turn episode of the research agent on `task`; see the text above for the protocol."
@@ -374,29 +418,81 @@ def run_episode(generate_fn: Callable, env_or_scorer, task, max_turns: int = 4, 
     _check_budget(max_turns)
     _check_budget(observation_max_tokens)
     feedback = as_feedback(env_or_scorer, task)
-    messages = build_messages(task, max_turns, overview_max_tokens, tokenizer)
+    episode = Episode(task, feedback, max_turns, observation_max_tokens, tokenizer, overview_max_tokens=overview_max_tokens)
     pass_cap = _accepts_max_new_tokens(generate_fn)
-    turns, started = [], time.perf_counter()
     for index in range(max_turns):
         tick = time.perf_counter()
-        response = generate_fn(list(messages), max_new_tokens=max_new_tokens) if pass_cap else generate_fn(list(messages))
+        messages = list(episode.messages)
+        response = generate_fn(messages, max_new_tokens=max_new_tokens) if pass_cap else generate_fn(messages)
         if not isinstance(response, str):
             raise TypeError(f"generate_fn returned {type(response).__name__}, expected str (turn {index + 1})")
         response = clip_response(response, max_new_tokens, tokenizer)
         generate_s, tick = time.perf_counter() - tick, time.perf_counter()
         action = parse_action(response)
         outcome = feedback(action)
-        shown = truncate_observation(outcome.observation, observation_max_tokens, tokenizer)
-        left = max_turns - index - 1
-        messages += [{"role": "assistant", "content": response},
-                     {"role": "user", "content": shown + (f"\n\nTurn {index + 2} of {max_turns}." if left else "")}]
-        turns.append(Turn(index, response, action, shown, outcome.reward, outcome.status, outcome.position,
-                          generate_s, time.perf_counter() - tick, outcome.detail))
-    executed = [t for t in turns if t.action.kind == "execute_code"]
-    best = max(executed, key=lambda t: t.reward, default=None)
-    reward = max(0.0, best.reward) if best is not None else 0.0
-    return Trajectory(task.name, feedback.source, turns, reward, best.index if best is not None and best.reward > 0 else None,
-                      messages, time.perf_counter() - started)
+        episode.record(response, action, outcome, generate_s, time.perf_counter() - tick)
+    return episode.trajectory()
+
+# %% ../nbs/510_research_agent.ipynb #4a85dec4
+def observe_batch(items: list, workers: int = 1) -> list[tuple[Outcome, float]]:
+    "(Outcome, seconds) for each (feedback, action): world-model programs in one predict call per model, the rest in threads."
+    from concurrent.futures import ThreadPoolExecutor
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    results, judged, direct = [None] * len(items), {}, []
+    for index, (feedback, action) in enumerate(items):
+        if isinstance(feedback, WorldModelFeedback) and action.kind in ("execute_code", "validate_code"):
+            judged.setdefault(id(feedback.world_model), (feedback.world_model, []))[1].append(index)
+        else:
+            direct.append(index)
+    for world_model, indices in judged.values():
+        started = time.perf_counter()
+        predictions = world_model.predict([(items[i][0].task, items[i][1].code) for i in indices])
+        if len(predictions) != len(indices):
+            raise ValueError(f"the world model returned {len(predictions)} predictions for {len(indices)} programs")
+        share = (time.perf_counter() - started) / len(indices)
+        for i, prediction in zip(indices, predictions):
+            results[i] = (items[i][0].outcome(items[i][1], prediction), share)
+
+    def timed(index):
+        started = time.perf_counter()
+        outcome = items[index][0](items[index][1])
+        return outcome, time.perf_counter() - started
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for index, result in zip(direct, pool.map(timed, direct)):
+            results[index] = result
+    return results
+
+# %% ../nbs/510_research_agent.ipynb #c9b6f9ec
+_READ = ("import os\nimport pandas as pd\ndata = os.environ['DATA_DIR']\n"
+         "train = pd.read_csv(os.path.join(data, 'train.csv'))\ntest = pd.read_csv(os.path.join(data, 'test.csv'))\n")
+EXAMPLE_MESSAGES = {
+    "request_info": "I need the data layout first.\n<action>request_info</action>\n<info_type>data_structure</info_type>",
+    "copy_sample": ("A valid submission first: the sample file.\n```python\nimport os\nimport pandas as pd\n"
+                    "sample = pd.read_csv(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'))\n"
+                    "sample.to_csv(os.environ['SUBMISSION_PATH'], index=False)\n```"),
+    "wrong_column": "Fit on the label column.\n```python\n" + _READ + "y = train['label']\n```",
+    "syntax_error": "Quick model.\n```python\n" + _READ + "print(train.shape\n```",
+    "no_submission": "Look at the target balance.\n```python\n" + _READ + "print(train['target'].mean())\n```",
+    "logistic": ("A scaled logistic regression.\n```python\n" + _READ +
+                 "from sklearn.linear_model import LogisticRegression\nfrom sklearn.pipeline import make_pipeline\n"
+                 "from sklearn.preprocessing import StandardScaler\nX = [c for c in train.columns if c not in ('id', 'target')]\n"
+                 "model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(train[X], train['target'])\n"
+                 "pd.DataFrame({'id': test['id'], 'target': model.predict_proba(test[X])[:, 1]})"
+                 ".to_csv(os.environ['SUBMISSION_PATH'], index=False)\n```"),
+}
+
+def menu_message(messages: list[str]):
+    "A responder for tiny policies: the generated text's first 8 characters pick one of `messages` (deterministic)."
+    menu = list(messages)
+    if not menu or not all(isinstance(m, str) and m for m in menu):
+        raise ValueError("menu_message needs a non-empty list of agent messages")
+    def respond(text: str) -> str:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return menu[sum(text[:8].encode()) % len(menu)]
+    respond.menu = menu
+    return respond
 
 # %% ../nbs/510_research_agent.ipynb #e7440acf
 def transformers_generate_fn(model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None):

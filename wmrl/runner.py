@@ -21,12 +21,15 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'PAPER_ROWS', 'COMPARABILITY', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
-           'provenance', 'run_status', 'resolved_config', 'execute_run', 'mean_curve', 'cost_at_score',
-           'speedup_at_equal_score', 'load_runs', 'summarize', 'run_grid', 'cli_reproduce_autoresearch']
+__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
+           'BENCHMARK_COMPARABILITY', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
+           'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'mean_curve', 'cost_at_score',
+           'speedup_at_equal_score', 'load_runs', 'summarize', 'paper_row', 'summarize_benchmark', 'benchmark_table',
+           'run_grid', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo',
+           'cli_reproduce_dsbench']
 
 # %% ../nbs/340_runner.ipynb #194b8ed5
-GRID_KEYS = {"name", "template", "summary_template", "base", "methods", "seeds", "overrides", "tasks"}
+GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks"}
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -103,12 +106,28 @@ def run_status(run_dir: Path, params: dict) -> str:
         raise ValueError(f"{run_dir} holds a run with other parameters; remove it or choose another --out")
     return "finished" if (run_dir / "metrics.json").is_file() else "partial"
 
-def resolved_config(params: dict) -> dict:
-    "Every knob of the run with defaults filled in (the template's own knobs, out_dir and progress, excluded)."
+def load_resolver(spec: str):
+    "The function named by `module:function` (a grid's `resolver`); clear errors for a bad name."
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ValueError(f"resolver must be 'module:function', got {spec!r}")
+    module_name, function_name = spec.split(":")
+    import importlib
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"resolver {spec!r} cannot be loaded: {err}") from err
+    if not callable(function):
+        raise TypeError(f"resolver {spec!r} is not callable")
+    return function
+
+def resolved_config(params: dict, resolver: str | None = None) -> dict:
+    "Every knob of the run with defaults filled in: AutoResearchConfig's, or what the grid's `resolver` returns."
+    if resolver:
+        return load_resolver(resolver)(dict(params))
     from wmrl.autoresearch import AutoResearchConfig
     return AutoResearchConfig.from_dict(dict(params)).to_dict()
 
-def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False) -> dict:
+def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False, resolver: str | None = None) -> dict:
     "Run the papermill template for one spec into out_dir/spec.name (skipped if finished)."
     import papermill
     run_dir = Path(out_dir).resolve() / spec.name  # absolute: the notebook runs with cwd=run_dir
@@ -116,11 +135,12 @@ def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False)
     if status == "finished":
         return {"name": spec.name, "status": "skipped", "seconds": 0.0}
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps({"params": spec.params, "resolved": resolved_config(spec.params),
-                                                     **provenance()}, indent=1))
+    resolved = resolved_config({**spec.params, "out_dir": str(run_dir)} if resolver else spec.params, resolver)
+    (run_dir / "config.json").write_text(json.dumps({"params": spec.params, "resolved": resolved, **provenance()},
+                                                    indent=1, default=str))
     template = Path(template) if template else repo_root() / "reproductions" / "autoresearch.ipynb"
     start = time.perf_counter()
-    papermill.execute_notebook(str(template), str(run_dir / "autoresearch.ipynb"),
+    papermill.execute_notebook(str(template), str(run_dir / template.name),
                                parameters={**spec.params, "out_dir": str(run_dir), "progress": False},
                                progress_bar=False, log_output=log_output, cwd=str(run_dir))
     if not (run_dir / "metrics.json").is_file():
@@ -220,6 +240,97 @@ def summarize(runs_dir) -> dict:
         summary[key], summary[key.replace("speedup", "why")] = value, why
     return summary
 
+# %% ../nbs/340_runner.ipynb #26f296bd
+def _table1_row(gpu_hours, mle: tuple, ds: tuple) -> dict:
+    return {"GPU-h": gpu_hours, "mle-dojo": dict(zip(("tabular", "text", "image", "average"), mle)),
+            "dsbench": dict(zip(("BinCls", "MultiCls", "Regress", "Other", "average"), ds))}
+
+PAPER_TABLE1 = {  # scale -> method -> Table 1 row (leaderboard percentile, %; Avg = mean over categories)
+    "4B": {"base": _table1_row(None, (13.7, 8.0, 0.2, 7.3), (21.9, 11.8, 25.8, 8.8, 17.1)),
+           "grpo_real": _table1_row(883, (24.8, 16.6, 4.3, 15.2), (34.3, 17.8, 28.3, 22.4, 25.7)),
+           "pure_wm": _table1_row(269, (21.2, 14.6, 3.0, 12.9), (27.1, 16.9, 32.5, 16.0, 23.1)),
+           "wmrl": _table1_row(286, (28.0, 16.1, 5.2, 16.4), (35.8, 22.3, 32.3, 24.7, 28.8))},
+    "9B": {"base": _table1_row(None, (17.4, 8.1, 3.4, 9.6), (29.1, 16.0, 36.3, 14.1, 23.9)),
+           "grpo_real": _table1_row(1174, (33.3, 17.1, 5.9, 18.8), (40.9, 26.8, 40.4, 16.7, 31.2)),
+           "pure_wm": _table1_row(330, (28.0, 15.9, 4.5, 16.1), (35.4, 21.8, 37.9, 16.9, 28.0)),
+           "wmrl": _table1_row(349, (38.0, 19.4, 7.4, 21.6), (45.4, 26.9, 39.2, 19.8, 32.8))},
+}
+BENCHMARK_CATEGORIES = {"mle-dojo": ("tabular", "text", "image"), "dsbench": ("BinCls", "MultiCls", "Regress", "Other")}
+
+def paper_row(method: str, scale: str, benchmark: str) -> dict:
+    "The paper's numbers for a method: Table 1 (categories, Avg, GPU-h) or, for an ablation, Table 2's Avg."
+    if benchmark not in BENCHMARK_CATEGORIES:
+        raise ValueError(f"benchmark must be one of {sorted(BENCHMARK_CATEGORIES)}, got {benchmark!r}")
+    if scale not in PAPER_TABLE1:
+        raise ValueError(f"scale must be one of {sorted(PAPER_TABLE1)}, got {scale!r}")
+    if method in PAPER_TABLE1[scale]:
+        row = PAPER_TABLE1[scale][method]
+        return {**row[benchmark], "GPU-h": row["GPU-h"], "table": "Table 1"}
+    column = f"{scale} {'MLE' if benchmark == 'mle-dojo' else 'DS'}"
+    if column in PAPER_ROWS.get(method, {}):
+        return {"average": PAPER_ROWS[method][column], "GPU-h": None, "table": "Table 2"}
+    return {}
+
+# %% ../nbs/340_runner.ipynb #1d00f8c6
+def _mean_std(values) -> dict:
+    values = [float(v) for v in values]
+    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values)}
+
+def summarize_benchmark(runs_dir) -> dict:
+    "Per method: held-out Avg and categories (mean ± std over seeds), RPG (DSBench), GPU-hours, and the paper's row."
+    runs = load_runs(runs_dir)
+    if not runs:
+        raise ValueError(f"no finished runs (metrics.json) under {runs_dir}")
+    kinds = {r.get("benchmark") for rs in runs.values() for r in rs}
+    if len(kinds) != 1 or not kinds <= set(BENCHMARK_CATEGORIES):
+        raise ValueError(f"{runs_dir}: runs of one benchmark expected (mle-dojo or dsbench), found {sorted(map(str, kinds))}")
+    benchmark = kinds.pop()
+    scales = {r["config"].get("paper_scale", "4B") for rs in runs.values() for r in rs}
+    scale = scales.pop() if len(scales) == 1 else "4B"
+    methods = {}
+    for method, method_runs in sorted(runs.items()):
+        categories = sorted({c for r in method_runs for c in r["heldout"]["per_category"]})
+        row = {"seeds": sorted(r["config"]["seed"] for r in method_runs),
+               "average": _mean_std([r["heldout"]["average"] for r in method_runs]),
+               "per_category": {c: _mean_std([r["heldout"]["per_category"].get(c, math.nan) for r in method_runs])
+                                for c in categories},
+               **{key: _mean_std([r["compute"][key] for r in method_runs])
+                  for key in ("gpu_hours", "gpu_hours_wall", "sandbox_hours", "train_wall_s")},
+               "paper": paper_row(method, scale, benchmark)}
+        if benchmark == "dsbench":
+            row["rpg"] = _mean_std([r["rpg"]["average"] for r in method_runs])
+        methods[method] = row
+    return {"benchmark": benchmark, "paper_scale": scale, "categories": list(BENCHMARK_CATEGORIES[benchmark]),
+            "methods": methods, "comparability": BENCHMARK_COMPARABILITY}
+
+BENCHMARK_COMPARABILITY = (
+    "Comparable with the paper when the grid runs the paper's configuration (qwen3.5-4b/9b, the 45 training and 14 "
+    "held-out MLE-Dojo competitions, the DSBench tasks): the evaluation convention (per-task avg@G of the best "
+    "leaderboard position, failures 0, mean within a category, Avg = mean over categories) and GPU-hours measured as "
+    "training wall time x GPUs in use plus sandbox time. Not comparable: the tiny grids (a random 2-layer model on "
+    "mini competitions, reference boards or boards borrowed from another competition); the agent here is single-turn "
+    "unless the config selects a multi-turn mode; and the paper's DSBench task subset is not published, so the DS "
+    "column averages over whichever DSBench tasks the grid lists.")
+
+# %% ../nbs/340_runner.ipynb #108aee1d
+def benchmark_table(summary: dict) -> str:
+    "A markdown table: ours (mean ± std over seeds) with the paper's value beside each column."
+    fmt = lambda v, d=1: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
+    both = lambda ours, paper, d=1: f"{fmt(ours['mean'], d)} ± {fmt(ours['std'], d)} ({fmt(paper, d)})"
+    columns = [*summary["categories"], "Avg"] + (["RPG"] if summary["benchmark"] == "dsbench" else [])
+    header = ["method", "seeds", *columns, "GPU-h (wall×GPUs + sandbox)", "paper GPU-h"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    missing = {"mean": math.nan, "std": math.nan}
+    for method, row in summary["methods"].items():
+        paper = row["paper"]
+        cells = [both(row["per_category"].get(c, missing), paper.get(c)) for c in summary["categories"]]
+        cells.append(both(row["average"], paper.get("average")))
+        if summary["benchmark"] == "dsbench":
+            cells.append(f"{fmt(row['rpg']['mean'])} ± {fmt(row['rpg']['std'])}")
+        gpu = f"{fmt(row['gpu_hours']['mean'], 4)} ({fmt(row['gpu_hours_wall']['mean'], 4)} + {fmt(row['sandbox_hours']['mean'], 4)})"
+        lines.append("| " + " | ".join([method, str(len(row["seeds"])), *cells, gpu, fmt(paper.get("GPU-h"), 0)]) + " |")
+    return "\n".join(lines)
+
 # %% ../nbs/340_runner.ipynb #7888ecd7
 def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     "Run every RunSpec of the grid into out_dir, then the summary notebook; returns a report."
@@ -234,9 +345,9 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     template = repo_root() / (grid.get("template") or "reproductions/autoresearch.ipynb")
     report = []
     for spec in tqdm(specs, desc=f"runs of {grid.get('name', 'grid')}", disable=not progress):
-        report.append(execute_run(spec, out_dir, template))
+        report.append(execute_run(spec, out_dir, template, resolver=grid.get("resolver")))
     summary_template = repo_root() / (grid.get("summary_template") or "reproductions/autoresearch_summary.ipynb")
-    papermill.execute_notebook(str(summary_template), str(out_dir / "autoresearch_summary.ipynb"),
+    papermill.execute_notebook(str(summary_template), str(out_dir / summary_template.name),
                                parameters={"runs_dir": str(out_dir)}, progress_bar=False, cwd=str(out_dir))
     return {"runs": report, "summary": str(out_dir / "summary.json"), "report": str(out_dir / "results.md")}
 
@@ -268,3 +379,45 @@ def cli_reproduce_autoresearch(argv: list[str] | None = None) -> int:
                       "speedup_total_compute_at_equal_score": summary["speedup_total_compute_at_equal_score"]}, indent=1))
     print(f"report: {report['report']}", file=sys.stderr)
     return 0
+
+# %% ../nbs/340_runner.ipynb #ff682afa
+BENCHMARK_KINDS = {"mle-dojo": "mledojo", "dsbench": "dsbench"}  # command name -> grid file prefix
+
+def cli_reproduce_benchmark(kind: str, argv: list[str] | None = None) -> int:
+    "Run an MLE-Dojo or DSBench grid and its summary; JSON report on stdout (exit 2 on a bad grid or input)."
+    if kind not in BENCHMARK_KINDS:
+        raise ValueError(f"kind must be one of {sorted(BENCHMARK_KINDS)}, got {kind!r}")
+    prefix = BENCHMARK_KINDS[kind]
+    parser = argparse.ArgumentParser(prog=f"wmrl reproduce {kind}",
+                                     description=f"{kind}: train every method x seed of a grid, evaluate held-out, summarise.")
+    parser.add_argument("--size", choices=["tiny", "paper"], default="tiny")
+    parser.add_argument("--grid", default=None, help=f"a grid YAML (default: reproductions/grids/{prefix}_<size>.yaml)")
+    parser.add_argument("--out", default=None, help=f"output folder (default: <runs_dir>/{prefix}_<size>)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"{prefix}_{args.size}.yaml")
+        if args.out:
+            out = Path(args.out).resolve()
+        else:
+            from wmrl.settings import get_settings
+            out = get_settings().runs_dir / f"{prefix}_{args.size}"
+        report = run_grid(grid, out, progress=not args.no_progress)
+    except (OSError, ValueError, TypeError) as err:
+        print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
+        return 2
+    summary = json.loads(Path(report["summary"]).read_text())
+    rows = {m: {"average": r["average"], "gpu_hours": r["gpu_hours"], "paper": r["paper"]} for m, r in summary["methods"].items()}
+    print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1), "benchmark": summary["benchmark"],
+                      "methods": rows}, indent=1))
+    print(f"report: {report['report']}", file=sys.stderr)
+    return 0
+
+def cli_reproduce_mledojo(argv: list[str] | None = None) -> int:
+    "`wmrl reproduce mle-dojo`: see cli_reproduce_benchmark."
+    return cli_reproduce_benchmark("mle-dojo", argv)
+
+def cli_reproduce_dsbench(argv: list[str] | None = None) -> int:
+    "`wmrl reproduce dsbench`: see cli_reproduce_benchmark."
+    return cli_reproduce_benchmark("dsbench", argv)

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -25,8 +26,9 @@ import yaml
 from .correction import METHODS, CorrectionConfig, WMRLCorrector
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'correction_config', 'run_folder',
-           'grpo_config', 'build_tasks', 'build_dataset_rows', 'build_scorer', 'run_training', 'dry_run', 'cli_train']
+__all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'validate_agent', 'correction_config',
+           'run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'build_scorer', 'agent_menu',
+           'run_training', 'dry_run', 'cli_train']
 
 # %% ../nbs/410_train.ipynb #98d9cc5a
 DEFAULTS = {
@@ -42,11 +44,20 @@ DEFAULTS = {
               "paths": ["toy/tasks/iris"],  # task folders; for loader "mledojo", competition names under root
               "prompts_per_task": 8,  # dataset rows per task (TRL samples M distinct rows per step)
               "chat": False,  # conversational prompts (instruct models) or plain text
-              "program": "code_block",  # "code_block": the answer's ```python block; "menu": text picks a program
+              "program": "code_block",  # "code_block": the answer's ```python block; "menu": text picks a program;
+                                        # "agent": the multi-turn research agent (section `agent`)
               "menu": [],  # program files for "menu" (tiny models on CPU)
+              "prepare": None,  # "mini": build wmrl's mini competition into root (null root: <run folder>/data) first
               "template": ("{description}\n\nWrite one complete Python program. It reads the data from the folder "
                            "in the DATA_DIR environment variable and writes the submission CSV to the path in "
                            "SUBMISSION_PATH. Answer with a single ```python block.")},
+    "agent": {"max_turns": 4,  # K turns per episode (paper 4)
+              "max_new_tokens": 4096,  # per turn (paper 4096); becomes trl.max_completion_length
+              "observation_max_tokens": 1024,  # observations are truncated to this (head 2/3, tail 1/3)
+              "overview_max_tokens": 1500,  # the task overview of the first message
+              "feedback": "world_model",  # non-anchor episodes observe the world model; "sandbox": real runs (ablation)
+              "menu": []},  # tiny policies: the text picks one of these messages (wmrl.research_agent.EXAMPLE_MESSAGES
+                            # names, or files; a .py file is sent as a python block)
     "world_model": {"backend": "static",  # static | transformers | vllm | http (wmrl.wm_backends)
                     "model": None,  # None: the policy's model.path (the same frozen backbone)
                     "options": {}},  # keyword arguments of the backend's constructor
@@ -79,6 +90,8 @@ def _merge(base: dict, update: dict, where: str, free: tuple[str, ...] = ()) -> 
 FREE_FORM = ("correction", "trl", "world_model.options")  # validated against their own classes instead
 
 # %% ../nbs/410_train.ipynb #b3c62139
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
 def _apply_override(config: dict, override: str) -> dict:
     "One `dotted.key=value` (value parsed as YAML: numbers, true/false, null, lists) onto `config`."
     if "=" not in override:
@@ -87,6 +100,8 @@ def _apply_override(config: dict, override: str) -> dict:
     value = yaml.safe_load(text) if text.strip() else ""
     if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
         value = text.strip()  # YAML 1.1 reads no/yes/on/off as booleans; `save_strategy=no` means the string
+    if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):
+        value = float(value)  # YAML 1.1 reads 1e-6 (no dot) as a string; an optimizer would then fail obscurely
     parts = [p for p in dotted.strip().split(".") if p]
     if not parts:
         raise ValueError(f"override {override!r} has an empty key")
@@ -136,16 +151,35 @@ def validate_config(config: dict) -> None:
         raise ValueError("tasks.paths must be a non-empty list of task folders")
     if tasks["loader"] not in ("task", "mledojo"):
         raise ValueError(f"tasks.loader must be 'task' or 'mledojo', got {tasks['loader']!r}")
-    if tasks["loader"] == "mledojo" and not tasks["root"]:
+    if tasks["prepare"] not in (None, "mini"):
+        raise ValueError(f"tasks.prepare must be null or 'mini', got {tasks['prepare']!r}")
+    if tasks["loader"] == "mledojo" and not tasks["root"] and tasks["prepare"] is None:
         raise ValueError("tasks.loader 'mledojo' needs tasks.root (the folder MLE-Dojo prepared competitions into)")
-    if tasks["program"] not in ("code_block", "menu"):
-        raise ValueError(f"tasks.program must be 'code_block' or 'menu', got {tasks['program']!r}")
+    if tasks["program"] not in ("code_block", "menu", "agent"):
+        raise ValueError(f"tasks.program must be 'code_block', 'menu' or 'agent', got {tasks['program']!r}")
+    if tasks["program"] == "agent":
+        validate_agent(config)
     if tasks["program"] == "menu" and not tasks["menu"]:
         raise ValueError("tasks.program is 'menu' but tasks.menu lists no program files")
     if not isinstance(tasks["prompts_per_task"], int) or tasks["prompts_per_task"] < 1:
         raise ValueError(f"tasks.prompts_per_task must be a positive int, got {tasks['prompts_per_task']!r}")
     if not config["model"]["tiny"] and not config["model"]["path"]:
         raise ValueError("set model.path (a folder or hub id) or model.tiny=true")
+
+def validate_agent(config: dict) -> None:
+    "The `agent` section: positive budgets, a known feedback source, one token cap per turn."
+    agent = config["agent"]
+    for key in ("max_turns", "max_new_tokens", "observation_max_tokens", "overview_max_tokens"):
+        if isinstance(agent[key], bool) or not isinstance(agent[key], int) or agent[key] < 1:
+            raise ValueError(f"agent.{key} must be a positive int, got {agent[key]!r}")
+    if agent["feedback"] not in ("world_model", "sandbox"):
+        raise ValueError(f"agent.feedback must be 'world_model' or 'sandbox', got {agent['feedback']!r}")
+    if not isinstance(agent["menu"], list):
+        raise ValueError(f"agent.menu must be a list, got {agent['menu']!r}")
+    cap = config["trl"].get("max_completion_length")
+    if cap is not None and cap != agent["max_new_tokens"]:
+        raise ValueError(f"trl.max_completion_length={cap} but agent.max_new_tokens={agent['max_new_tokens']}: in agent "
+                         "mode TRL's cap is the per-turn cap; set only agent.max_new_tokens")
 
 def correction_config(config: dict) -> CorrectionConfig:
     "The run's CorrectionConfig: the `correction` section plus the top-level method and seed."
@@ -171,6 +205,8 @@ def grpo_config(config: dict, output_dir: str | os.PathLike | None = None, extra
         raise ValueError(f"unknown GRPOConfig fields in trl: {unknown}")
     values = {"seed": config["seed"], "report_to": "none", **config["trl"],
               "output_dir": str(output_dir or run_folder(config) / "trainer"), **(extra or {})}
+    if config["tasks"]["program"] == "agent":  # TRL's generation cap applies to each turn of the agent
+        values.setdefault("max_completion_length", config["agent"]["max_new_tokens"])
     return GRPOConfig(**values)
 
 # %% ../nbs/410_train.ipynb #8536fe6c
@@ -186,14 +222,21 @@ def _resolve(path: str | os.PathLike, root: str | os.PathLike | None = None) -> 
 def build_tasks(config: dict) -> dict:
     "task id -> Task for every entry of tasks.paths (kit folders, or MLE-Dojo competition names); ids must be unique."
     section = config["tasks"]
+    root = section.get("root")
+    if section.get("prepare") == "mini":
+        from wmrl.mledojo import build_mini_competition
+        root = _resolve(root) if root else run_folder(config) / "data"
+        for name in section["paths"]:
+            if not (Path(root) / str(name)).is_dir():
+                build_mini_competition(root, name=str(name), seed=config["seed"])
     tasks = {}
     for path in section["paths"]:
         if section.get("loader", "task") == "mledojo":
             from wmrl.mledojo import load_competition
-            task = load_competition(_resolve(section["root"]), str(path))
+            task = load_competition(_resolve(root), str(path))
         else:
             from wmrl.tasks import load_task
-            task = load_task(_resolve(path, section.get("root")))
+            task = load_task(_resolve(path, root))
         if task.name in tasks:
             raise ValueError(f"two task folders are named {task.name!r}")
         tasks[task.name] = task
@@ -202,12 +245,25 @@ def build_tasks(config: dict) -> dict:
 def build_dataset_rows(config: dict, tasks: dict) -> list[dict]:
     "prompts_per_task rows per task: `prompt` (text or chat messages) and `task_id` (the group key)."
     section = config["tasks"]
+    if section["program"] == "agent":
+        return _agent_rows(config, tasks)
     rows = []
     for task_id, task in tasks.items():
         text = section["template"].format(description=task.description.strip(), name=task_id)
         for attempt in range(section["prompts_per_task"]):
             prompt = [{"role": "user", "content": text}] if section["chat"] else f"{text}\n# attempt {attempt}\n"
             rows.append({"prompt": prompt, "task_id": task_id})
+    return rows
+
+def _agent_rows(config: dict, tasks: dict) -> list[dict]:
+    "The research agent's opening (system rules + task overview) as chat messages, or as plain text for tiny models."
+    from wmrl.research_agent import build_messages
+    agent, section = config["agent"], config["tasks"]
+    rows = []
+    for task_id, task in tasks.items():
+        messages = build_messages(task, agent["max_turns"], agent["overview_max_tokens"])
+        text = "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant: "
+        rows += [{"prompt": messages if section["chat"] else text, "task_id": task_id}] * section["prompts_per_task"]
     return rows
 
 # %% ../nbs/410_train.ipynb #9ef8e468
@@ -221,18 +277,46 @@ def build_scorer(config: dict, tasks: dict, world_model=None):
         options.setdefault("model", section["model"] or config["model"]["path"])  # same backbone, frozen copy
     if world_model is None:
         world_model = get_world_model(section["backend"], **options)
-    if config["tasks"]["program"] == "menu":
-        program = menu_program([_resolve(p).read_text() for p in config["tasks"]["menu"]])
-    else:
-        program = code_from_completion
     limits = None
     sandbox = config["sandbox"]
     if sandbox["wall_s"] or sandbox["memory_mb"]:
         from wmrl.sandbox import SandboxLimits
         given = {"wall_s": sandbox["wall_s"], "memory_mb": sandbox["memory_mb"]}
         limits = SandboxLimits.from_settings(**{k: v for k, v in given.items() if v})
+    if config["tasks"]["program"] == "agent":
+        return _agent_scorer(config, tasks, world_model, limits)
+    if config["tasks"]["program"] == "menu":
+        program = menu_program([_resolve(p).read_text() for p in config["tasks"]["menu"]])
+    else:
+        program = code_from_completion
     return TaskScorer(tasks, world_model, program=program, backend=sandbox["backend"], limits=limits,
                       workers=sandbox["workers"])
+
+# %% ../nbs/410_train.ipynb #c2f8a828
+def agent_menu(entries: list) -> list[str]:
+    "agent.menu entries as messages: names of research_agent.EXAMPLE_MESSAGES, or files (.py sent as a python block)."
+    from wmrl.research_agent import EXAMPLE_MESSAGES
+    messages = []
+    for entry in entries:
+        if entry in EXAMPLE_MESSAGES:
+            messages.append(EXAMPLE_MESSAGES[entry])
+            continue
+        path = _resolve(entry)
+        if not path.is_file():
+            raise ValueError(f"agent.menu entry {entry!r} is neither one of {sorted(EXAMPLE_MESSAGES)} nor a file")
+        text = path.read_text()
+        messages.append(f"```python\n{text}```" if path.suffix == ".py" else text)
+    return messages
+
+def _agent_scorer(config: dict, tasks: dict, world_model, limits):
+    "The AgentRollout of an agent run: it is the trainer's rollout_func and its scorer."
+    from wmrl.research_agent import menu_message
+    from wmrl.trl_adapter import AgentRollout
+    agent = config["agent"]
+    respond = menu_message(agent_menu(agent["menu"])) if agent["menu"] else None
+    return AgentRollout(tasks, world_model, max_turns=agent["max_turns"], observation_max_tokens=agent["observation_max_tokens"],
+                        backend=config["sandbox"]["backend"], limits=limits, workers=config["sandbox"]["workers"],
+                        respond=respond, feedback=agent["feedback"])
 
 # %% ../nbs/410_train.ipynb #2f8dec30
 def _provenance() -> dict:
@@ -294,9 +378,13 @@ def _write_results(config: dict, out: Path, trainer, scorer, wall_s: float) -> d
                "gpu_hours": (wall_s * gpus + scorer.seconds["execute"]) / 3600.0,
                "executions": scorer.counts["executed"], "anchor_weight": last.get("anchor_weight"),
                "n_pairs": last.get("n_pairs")}
+    if "episodes" in scorer.counts:
+        summary.update({"episodes": scorer.counts["episodes"], "turns": scorer.counts["turns"]})
     if trainer.accelerator.is_main_process:
         metrics = {"summary": summary, "log_history": trainer.state.log_history, "wmrl_history": trainer.wmrl_history,
                    "scorer": {"seconds": scorer.seconds, "counts": scorer.counts}}
+        if hasattr(scorer, "history"):  # the agent: every episode's feedback source, turn statuses and rewards
+            metrics["agent_history"] = scorer.history
         (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=_json_number))
         trainer.save_corrector(out / "corrector.json")
     return summary

@@ -21,9 +21,10 @@ import numpy as np
 from .correction import CorrectionConfig, WMRLCorrector
 
 # %% auto #0
-__all__ = ['TRL_SIGNATURES', 'TRL_OUTPUT_KEYS', 'ADVANTAGE_TOLERANCE', 'group_layout', 'code_from_completion', 'menu_program',
-           'completion_text', 'TaskScorer', 'WorldModelReward', 'check_trl_contract', 'check_generation_output',
-           'advantage_mismatch', 'make_wmrl_trainer_class', 'save_corrector', 'tiny_policy']
+__all__ = ['TRL_SIGNATURES', 'TRL_OUTPUT_KEYS', 'ADVANTAGE_TOLERANCE', 'AGENT_FEEDBACK', 'group_layout', 'code_from_completion',
+           'menu_program', 'completion_text', 'TaskScorer', 'WorldModelReward', 'check_trl_contract',
+           'check_generation_output', 'advantage_mismatch', 'make_wmrl_trainer_class', 'save_corrector',
+           'observation_ids', 'AgentRollout', 'tiny_policy']
 
 # %% ../nbs/400_trl.ipynb #c4a849fd
 def group_layout(row_keys: Sequence[Hashable],  # (N,) key of every row of the global batch, rank order
@@ -166,6 +167,8 @@ TRL_SIGNATURES = {
     "_generate_and_score_completions": ["self", "inputs"],
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
     "_save_checkpoint": ["self", "model", "trial"],
+    "_generate_single_turn": ["self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"],
+    "_tokenize_prompts": ["self", "prompts"],
 }
 TRL_OUTPUT_KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages",
                    "num_items_in_batch")
@@ -224,12 +227,14 @@ def make_wmrl_trainer_class():
             for method in ("predict", "execute"):
                 if not callable(getattr(scorer, method, None)):
                     raise TypeError(f"scorer must have a {method}(rows) method")
+            if getattr(scorer, "is_rollout_func", False) and kwargs.setdefault("rollout_func", scorer) is not scorer:
+                raise ValueError("an AgentRollout scorer is its own rollout_func; do not pass another rollout_func")
             self.scorer, self.key_column = scorer, key_column
             self.corrector = corrector if corrector is not None else WMRLCorrector(CorrectionConfig())
             super().__init__(model, reward_funcs=[WorldModelReward(scorer)], args=args, **kwargs)
             _check_trainer_settings(self)
             self.wmrl_history = []  # one dict per correction step (for tests, plots and metrics.json)
-            self._wmrl_plan = self._wmrl_result = None
+            self._wmrl_plan = self._wmrl_result = self._wmrl_inputs = None
 
     WMRLGRPOTrainer._generate_and_score_completions = _generate_and_score
     WMRLGRPOTrainer._calculate_rewards = _calculate_rewards
@@ -283,6 +288,7 @@ def _generate_and_score(self, inputs):
     "Stamp group keys and anchor flags, let TRL generate and score, then put in the core's A·m."
     import torch
     from accelerate.utils import gather_object
+    self._wmrl_inputs = inputs  # the agent rollout (TRL's rollout_func gets only the prompts) reads flags from here
     if not self.model.training:
         self._wmrl_plan = None
         return super(_TRAINER_CLASS, self)._generate_and_score_completions(inputs)
@@ -333,6 +339,9 @@ def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
     if anchors:
         real[anchors] = _as_floats(self.scorer.execute([rows[i] for i in anchors]), len(anchors), "execute")
     execute_s = time.perf_counter() - started
+    rollout_seconds = (getattr(self.scorer, "last_rollout", None) or {}).pop("seconds", None)
+    if rollout_seconds:  # the agent executed and predicted between turns, inside TRL's generation
+        predict_s, execute_s = predict_s + rollout_seconds["predict"], execute_s + rollout_seconds["execute"]
     pairs = gather_object([(float(p), float(r)) for p, r in zip(predicted, real)])
     seconds = gather_object([(predict_s, execute_s)])
     predicted_all, real_all = (np.array(column, dtype=float) for column in zip(*pairs))
@@ -365,6 +374,183 @@ def _log_step(self, result, local: slice, trl_advantages: np.ndarray, mismatch: 
         "predicted": predicted.tolist(), "real": real.tolist(), "rewards": result.rewards.tolist(),
         "anchor_rows": result.anchor_rows.tolist(), "multipliers": result.multipliers.tolist(),
         "advantages": result.advantages.tolist(), "trl_advantages": trl_advantages.tolist()})
+
+# %% ../nbs/400_trl.ipynb #01ca6f70
+_MARK = "\x00wmrl-agent-message\x00"
+
+def observation_ids(tokenizer, observation: str, chat: bool, ended_with=None, template_kwargs: dict | None = None) -> list[int]:
+    "Token ids between two agent messages: end of its turn (unless `ended_with` already is), the observation, the next header."
+    if chat:
+        conversation = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _MARK},
+                        {"role": "user", "content": observation}]
+        text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **(template_kwargs or {}))
+        if _MARK not in text:
+            raise ValueError("the chat template does not render an assistant message verbatim; cannot splice observations")
+        suffix = text[text.index(_MARK) + len(_MARK):]
+    else:  # the plain format of wmrl.research_agent.transformers_generate_fn
+        suffix = f"\n\nuser: {observation}\n\nassistant: "
+    if ended_with is not None:
+        end_text = tokenizer.decode([ended_with])
+        if end_text and suffix.startswith(end_text):
+            suffix = suffix[len(end_text):]
+    return list(tokenizer.encode(suffix, add_special_tokens=False))
+
+# %% ../nbs/400_trl.ipynb #78b761e3
+AGENT_FEEDBACK = ("world_model", "sandbox")
+
+class AgentRollout:
+    "The research agent as TRL's `rollout_func` (multi-turn episodes, per-row feedback source) and as the scorer."
+    is_rollout_func = True  # WMRLGRPOTrainer passes such a scorer to TRL as its rollout_func
+
+    def __init__(self, tasks: Mapping[str, object],  # task id -> Task / Competition
+                 world_model,  # predict([(task, code)]) -> [Prediction]: feedback and rewards of non-anchor rows
+                 max_turns: int = 4, observation_max_tokens: int = 1024,
+                 backend=None, limits=None,  # the sandbox of the anchor rows
+                 workers: int = 1,  # sandbox actions of one turn run in parallel threads
+                 respond: Callable[[str], str] | None = None,  # generated text -> the message acted on (tiny policies)
+                 feedback: str = "world_model",  # what non-anchor episodes observe between turns: "world_model" | "sandbox"
+                 task_column: str = "task_id"):
+        if not tasks:
+            raise ValueError("AgentRollout needs at least one task")
+        if not callable(getattr(world_model, "predict", None)):
+            raise TypeError("world_model must have a predict(jobs) method")
+        for name, value in (("max_turns", max_turns), ("observation_max_tokens", observation_max_tokens), ("workers", workers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if feedback not in AGENT_FEEDBACK:
+            raise ValueError(f"feedback must be one of {AGENT_FEEDBACK}, got {feedback!r}")
+        self.tasks, self.world_model, self.respond, self.task_column = dict(tasks), world_model, respond, task_column
+        self.feedback = feedback
+        self.max_turns, self.observation_max_tokens, self.workers = max_turns, observation_max_tokens, workers
+        self.backend, self.limits = backend, limits
+        self.seconds = {"predict": 0.0, "execute": 0.0, "generate": 0.0}
+        self.counts = {"predicted": 0, "executed": 0, "cache_hits": 0, "episodes": 0, "turns": 0}
+        self.last_rollout = None  # the latest batch: trajectories and token layout (tests, debugging)
+        self.history = []  # per rollout, per row: task, feedback source, anchor flag, turn statuses, reward
+
+    def _task(self, row: Mapping):
+        task_id = row.get(self.task_column)
+        if task_id not in self.tasks:
+            raise ValueError(f"row: {self.task_column}={task_id!r} is not one of {sorted(self.tasks)}")
+        return self.tasks[task_id]
+
+# %% ../nbs/400_trl.ipynb #f0ed4ef3
+def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, training: bool, tokenizer) -> list:
+    "One Episode per row: sandbox feedback on anchor rows (and in evaluation), elsewhere the world model's (by default)."
+    from wmrl.mledojo import KaggleEnv
+    from wmrl.research_agent import Episode, SandboxFeedback, WorldModelFeedback
+    episodes = []
+    for row, prompt in zip(rows, prompts):
+        task = self._task(row)
+        if training and self.feedback == "world_model" and not bool(row.get("wmrl_anchor", False)):
+            feedback = WorldModelFeedback(self.world_model, task)
+        else:
+            feedback = SandboxFeedback(KaggleEnv(task, backend=self.backend, limits=self.limits))
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
+        episodes.append(Episode(task, feedback, self.max_turns, self.observation_max_tokens, tokenizer, messages=messages))
+    return episodes
+
+AgentRollout._episodes = _episodes
+
+# %% ../nbs/400_trl.ipynb #64bd7af2
+def _rollout(self: AgentRollout, prompts: list, trainer) -> dict:
+    "TRL's rollout_func: play every row's episode, turn by turn in one batch, with the trainer's generator."
+    from wmrl.research_agent import observe_batch, parse_action
+    rows = getattr(trainer, "_wmrl_inputs", None)
+    if rows is None or len(rows) != len(prompts):
+        raise RuntimeError("AgentRollout reads the batch's rows and anchor flags: use it as the scorer of a WMRLGRPOTrainer")
+    tokenizer, chat = trainer._tokenizer, isinstance(prompts[0], list)
+    seconds_before = dict(self.seconds)
+    episodes = self._episodes(rows, prompts, trainer._wmrl_plan is not None, tokenizer)
+    prompt_ids = [list(ids) for ids in trainer._tokenize_prompts(prompts)[0]]
+    completions, env_mask, logprobs = [[] for _ in prompts], [[] for _ in prompts], [[] for _ in prompts]
+    have_logprobs = True
+    for turn in range(self.max_turns):
+        started = time.perf_counter()
+        new_ids, new_logprobs = trainer._generate_single_turn([p + c for p, c in zip(prompt_ids, completions)], None, {}, 1)
+        generate_s = (time.perf_counter() - started) / len(prompts)
+        self.seconds["generate"] += time.perf_counter() - started
+        texts = [tokenizer.decode(list(ids), skip_special_tokens=True) for ids in new_ids]
+        messages = [self.respond(text) if self.respond else text for text in texts]
+        actions = [parse_action(message) for message in messages]
+        observed = observe_batch([(e.feedback, a) for e, a in zip(episodes, actions)], self.workers)
+        for i, (episode, message, action, (outcome, env_s)) in enumerate(zip(episodes, messages, actions, observed)):
+            shown = episode.record(message, action, outcome, generate_s, env_s)
+            self.seconds["execute" if episode.feedback.source == "sandbox" else "predict"] += env_s
+            ids = [int(t) for t in new_ids[i]]
+            completions[i] += ids
+            env_mask[i] += [1] * len(ids)
+            have_logprobs = have_logprobs and new_logprobs is not None
+            if have_logprobs:
+                logprobs[i] += [math.nan if x is None else float(x) for x in new_logprobs[i]]  # vLLM: None = NaN
+            if turn + 1 < self.max_turns:  # the last observation is never shown to the model
+                ended = ids[-1] if ids and ids[-1] in trainer.eos_token_ids else None
+                suffix = observation_ids(tokenizer, shown, chat, ended, trainer.chat_template_kwargs)
+                completions[i] += suffix
+                env_mask[i] += [0] * len(suffix)
+                logprobs[i] += [0.0] * len(suffix)
+    output = self._finish(episodes, rows, prompt_ids, completions, env_mask, logprobs if have_logprobs else None)
+    self.last_rollout["seconds"] = {k: self.seconds[k] - seconds_before[k] for k in self.seconds}
+    return output
+
+AgentRollout.__call__ = _rollout
+
+# %% ../nbs/400_trl.ipynb #2269c701
+def _finish(self: AgentRollout, episodes, rows, prompt_ids, completions, env_mask, logprobs) -> dict:
+    "rollout_func's output: ids, log-probs, env_mask, and per-row fields that TRL merges into the rows for scoring."
+    trajectories = [episode.trajectory() for episode in episodes]
+    self.counts["episodes"] += len(trajectories)
+    self.counts["turns"] += sum(len(t.turns) for t in trajectories)
+    self.counts["executed"] += sum(1 for t in trajectories if t.source == "sandbox" for turn in t.turns
+                                   if turn.action.kind in ("execute_code", "validate_code"))
+    self.history.append([{"task": t.task, "source": t.source, "anchor": bool(row.get("wmrl_anchor", False)),
+                          "statuses": t.statuses, "rewards": t.rewards, "reward": t.reward, "best_turn": t.best_turn}
+                         for t, row in zip(trajectories, rows)])
+    self.last_rollout = {"trajectories": trajectories, "prompt_ids": prompt_ids, "completion_ids": completions,
+                         "env_mask": env_mask}
+    return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": logprobs, "env_mask": env_mask,
+            "wmrl_agent_reward": [t.reward for t in trajectories],
+            "wmrl_agent_source": [t.source for t in trajectories],
+            "wmrl_agent_programs": [t.programs for t in trajectories],
+            "wmrl_agent_statuses": [t.statuses for t in trajectories]}
+
+AgentRollout._finish = _finish
+
+# %% ../nbs/400_trl.ipynb #2e3c439e
+def _agent_predict(self: AgentRollout, rows: Sequence[Mapping]) -> list[float | None]:
+    "World-model reward per row: a world-model episode's own; for a sandbox episode the best prediction over its programs."
+    rewards, jobs, owners = [], [], []
+    for index, row in enumerate(rows):
+        if "wmrl_agent_source" not in row:
+            raise ValueError(f"row {index} has no agent rollout fields: was AgentRollout the trainer's rollout_func?")
+        if row["wmrl_agent_source"] == "world_model":
+            rewards.append(float(row["wmrl_agent_reward"]))
+            continue
+        # a sandbox trajectory that executed nothing: no pair for an anchor row (ungraded); R = 0 for a training row
+        rewards.append(None if row.get("wmrl_anchor", True) else 0.0)
+        for code in row["wmrl_agent_programs"]:
+            jobs.append((self._task(row), code))
+            owners.append(index)
+    if jobs:
+        started = time.perf_counter()
+        predictions = self.world_model.predict(jobs)
+        self.seconds["predict"] += time.perf_counter() - started
+        for index, prediction in zip(owners, predictions):
+            score = max(0.0, float(prediction.score))
+            rewards[index] = score if rewards[index] is None else max(rewards[index], score)
+    self.counts["predicted"] += len(rows)
+    return rewards
+
+def _agent_execute(self: AgentRollout, rows: Sequence[Mapping]) -> list[float]:
+    "The real reward of rows whose episode ran in the sandbox (a world-model episode has none: an error)."
+    for index, row in enumerate(rows):
+        if row.get("wmrl_agent_source") != "sandbox":
+            raise ValueError(f"row {index} was played against {row.get('wmrl_agent_source')!r}, not the sandbox: "
+                             "its real reward would need its own sandbox episode")
+    return [float(row["wmrl_agent_reward"]) for row in rows]
+
+AgentRollout.predict = _agent_predict
+AgentRollout.execute = _agent_execute
 
 # %% ../nbs/400_trl.ipynb #c80ff5dd
 def tiny_policy(out_dir, seed: int = 0, vocab_size: int = 512) -> Path:
