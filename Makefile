@@ -44,7 +44,7 @@ test: setup
 	@test -z "$$(git status --porcelain -- wmrl)" || { git status --short -- wmrl; echo "wmrl/ differs from nbs/: never edit wmrl/ by hand; run nbdev-export and commit"; exit 1; }
 	$(BIN)/nbdev-test --n-workers 2 --timing
 	$(BIN)/ruff check wmrl tests reproductions
-	rc=0; $(PY) -m pytest -q tests || rc=$$?; \
+	rc=0; $(PY) -m pytest -q --durations=15 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 ## lab: JupyterLab on the notebooks

@@ -203,3 +203,18 @@ def test_pack_then_materialise_round_trips(tmp_path_factory):
                 assert (unpacked / relative).read_bytes() == data
 
     check()
+
+
+def test_train_scorer_routes_anchor_executions_through_ray(ray, iris, tmp_path):
+    "`sandbox.ray` in a `wmrl train` config: the TaskScorer's executions become Ray tasks, with the local rewards."
+    from wmrl.train import build_scorer, build_tasks, load_config
+    config = load_config("tiny-cpu", [f"sandbox.ray.cache_dir={tmp_path}", "sandbox.ray.num_cpus=1"])
+    tasks = build_tasks(config)
+    ray_scorer = build_scorer(config, tasks)
+    local_scorer = build_scorer(load_config("tiny-cpu"), tasks)
+    assert ray_scorer.run_batch is not None and local_scorer.run_batch is None
+    task_id = next(iter(tasks))
+    rows = [{"task_id": task_id, "completion": text} for text in ("a", "b", "c", "d", "e", "f")]
+    via_ray, local = ray_scorer.execute(rows), local_scorer.execute(rows)
+    assert via_ray == pytest.approx(local, nan_ok=True)
+    assert ray_scorer.counts["executed"] >= 1

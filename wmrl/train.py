@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -63,7 +64,8 @@ DEFAULTS = {
                     "options": {}},  # keyword arguments of the backend's constructor
     "sandbox": {"backend": None,  # None: settings.ini (auto = bwrap, else subprocess)
                 "wall_s": None, "memory_mb": None,  # None: the task's budget / settings.ini
-                "workers": 4},  # parallel executions per process
+                "workers": 4,  # parallel executions per process
+                "ray": None},  # RayExecutionPool kwargs (address, num_cpus, memory_mb, task_data, ...): fan out over Ray
     "correction": {},  # CorrectionConfig fields except `method` (defaults: the core's, i.e. the official values)
     "trl": {},  # GRPOConfig fields (validated against the installed TRL when the run is resolved)
 }
@@ -87,7 +89,7 @@ def _merge(base: dict, update: dict, where: str, free: tuple[str, ...] = ()) -> 
             merged[key] = copy.deepcopy(value)
     return merged
 
-FREE_FORM = ("correction", "trl", "world_model.options")  # validated against their own classes instead
+FREE_FORM = ("correction", "trl", "world_model.options", "sandbox.ray")  # validated against their own classes instead
 
 # %% ../nbs/410_train.ipynb #b3c62139
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -289,8 +291,13 @@ def build_scorer(config: dict, tasks: dict, world_model=None):
         program = menu_program([_resolve(p).read_text() for p in config["tasks"]["menu"]])
     else:
         program = code_from_completion
+    run_batch = None
+    if sandbox["ray"]:  # anchor executions as Ray tasks, each running the named backend on its node
+        from wmrl.ray_pool import RayExecutionPool
+        pool = RayExecutionPool(backend=sandbox["backend"] or "bwrap", **dict(sandbox["ray"]))
+        run_batch = partial(pool.map, progress=False)
     return TaskScorer(tasks, world_model, program=program, backend=sandbox["backend"], limits=limits,
-                      workers=sandbox["workers"])
+                      workers=sandbox["workers"], run_batch=run_batch)
 
 # %% ../nbs/410_train.ipynb #c2f8a828
 def agent_menu(entries: list) -> list[str]:

@@ -88,7 +88,8 @@ class TaskScorer:
                  program: Callable[[str], str] = code_from_completion,  # completion text -> code
                  backend=None, limits=None,  # sandbox backend / SandboxLimits (None: settings)
                  task_column: str = "task_id", cache: bool = True,
-                 workers: int = 1):  # sandbox executions run in parallel threads (each is its own process)
+                 workers: int = 1,  # sandbox executions run in parallel threads (each is its own process)
+                 run_batch: Callable | None = None):  # [(task, code, limits)] -> records, e.g. RayExecutionPool.map
         if not tasks:
             raise ValueError("TaskScorer needs at least one task")
         if not callable(getattr(world_model, "predict", None)):
@@ -97,7 +98,9 @@ class TaskScorer:
         if not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a positive int, got {workers!r}")
         self.backend, self.limits, self.task_column, self.cache = backend, limits, task_column, cache
-        self.workers = workers
+        if run_batch is not None and not callable(run_batch):
+            raise TypeError("run_batch must be callable: [(task, code, limits)] -> [ExecutionRecord]")
+        self.workers, self.run_batch = workers, run_batch
         self._executed = {}  # (task id, sha1 of code) -> reward: a program's outcome does not change
         self.seconds = {"predict": 0.0, "execute": 0.0}
         self.counts = {"predicted": 0, "executed": 0, "cache_hits": 0}  # rows, programs run, rows not run
@@ -135,8 +138,13 @@ def _execute(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
             todo.setdefault(key, (task, code))
     self.counts["cache_hits"] += len(keys) - len(todo)  # rows served by an earlier or a same-batch execution
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=self.workers) as pool:
-        records = list(pool.map(lambda job: execute(job[0], job[1], self.backend, self.limits), todo.values()))
+    if self.run_batch is not None:  # somebody else's executor (a Ray cluster): same jobs, records in order
+        records = list(self.run_batch([(task, code, self.limits) for task, code in todo.values()])) if todo else []
+    else:
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            records = list(pool.map(lambda job: execute(job[0], job[1], self.backend, self.limits), todo.values()))
+    if len(records) != len(todo):
+        raise RuntimeError(f"the executor returned {len(records)} records for {len(todo)} programs")
     self.seconds["execute"] += time.perf_counter() - started
     self.counts["executed"] += len(todo)
     fresh = {key: float(record.reward) for key, record in zip(todo, records)}
