@@ -23,10 +23,10 @@ import numpy as np
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
            'BENCHMARK_COMPARABILITY', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
-           'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'mean_curve', 'cost_at_score',
-           'speedup_at_equal_score', 'load_runs', 'summarize', 'paper_row', 'summarize_benchmark', 'benchmark_table',
-           'run_grid', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo',
-           'cli_reproduce_dsbench']
+           'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'seed_std', 'mean_curve',
+           'cost_at_score', 'speedup_at_equal_score', 'load_runs', 'summarize', 'paper_row', 'summarize_benchmark',
+           'benchmark_table', 'run_grid', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
+           'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../nbs/340_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks"}
@@ -149,13 +149,18 @@ def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False,
             "seconds": round(time.perf_counter() - start, 2)}
 
 # %% ../nbs/340_runner.ipynb #d890b4b6
+def seed_std(values) -> float:
+    "Spread over seeds: the sample standard deviation (ddof=1); 0 for a single seed."
+    values = np.asarray(values, dtype=float)
+    return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
+
 def mean_curve(runs: list[dict], field: str) -> dict:
     "Evaluations shared by all runs of a method: steps, mean/std score, mean `field` (cumulative training cost)."
     common = sorted(set.intersection(*[{e["steps_done"] for e in r["evals"]} for r in runs]))
     by_step = [[next(e for e in r["evals"] if e["steps_done"] == s) for r in runs] for s in common]
     return {"steps": common,
             "score": [float(np.mean([e["heldout_percentile"] for e in evs])) for evs in by_step],
-            "score_std": [float(np.std([e["heldout_percentile"] for e in evs])) for evs in by_step],
+            "score_std": [seed_std([e["heldout_percentile"] for e in evs]) for evs in by_step],
             "cost": [float(np.mean([e[field] for e in evs])) for evs in by_step]}
 
 def cost_at_score(curve: dict, target: float) -> float:
@@ -214,7 +219,7 @@ def _method_summary(runs: list[dict]) -> dict:
     categories = sorted({c for r in runs for c in r["final_per_category"]})
     totals = [r["totals"] for r in runs]
     mean = lambda key: float(np.mean([t[key] for t in totals]))
-    return {"heldout_percentile_mean": float(np.mean(finals)), "heldout_percentile_std": float(np.std(finals)),
+    return {"heldout_percentile_mean": float(np.mean(finals)), "heldout_percentile_std": seed_std(finals),
             "per_category": {c: float(np.mean([r["final_per_category"].get(c, math.nan) for r in runs])) for c in categories},
             "sandbox_seconds": mean("sandbox_cpu_s"), "wm_seconds": mean("wm_s"), "update_seconds": mean("update_s"),
             "total_compute_seconds": mean("total_compute_s"), "executions": mean("n_executions"),
@@ -274,7 +279,7 @@ def paper_row(method: str, scale: str, benchmark: str) -> dict:
 # %% ../nbs/340_runner.ipynb #1d00f8c6
 def _mean_std(values) -> dict:
     values = [float(v) for v in values]
-    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values)}
+    return {"mean": float(np.mean(values)), "std": seed_std(values), "n": len(values)}
 
 def summarize_benchmark(runs_dir) -> dict:
     "Per method: held-out Avg and categories (mean ± std over seeds), RPG (DSBench), GPU-hours, and the paper's row."
