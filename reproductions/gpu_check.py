@@ -139,17 +139,22 @@ def phase_world_model(args: argparse.Namespace, record: dict):
     return world_model
 
 
-def phase_training(args: argparse.Namespace, record: dict, world_model) -> None:
-    "Phase 2: WMRL GRPO steps through TRL (vLLM colocate) with the phase-1 world model."
+def run_config(record: dict, overrides: list, out_dir: Path, world_model) -> dict:
+    "Train qwen3.5-4b with `overrides` into out_dir, timing it; returns the run's metrics.json."
     from wmrl.train import load_config, run_training
-    out_dir = Path(args.out).with_suffix("") / "run"
-    config = load_config("qwen3.5-4b", training_overrides(args, out_dir))
+    config = load_config("qwen3.5-4b", overrides)
     started = time.perf_counter()
-    summary = run_training(config, world_model=world_model)
+    record["summary"] = run_training(config, world_model=world_model)
     record["wall_s"] = time.perf_counter() - started
-    record["summary"] = summary
     metrics = json.loads((out_dir / "metrics.json").read_text())
     record["step_times_s"] = [h["step_time"] for h in metrics["log_history"] if "step_time" in h]
+    return metrics
+
+
+def phase_training(args: argparse.Namespace, record: dict, world_model) -> None:
+    "Phase 2: WMRL GRPO steps through TRL (vLLM colocate) with the phase-1 world model."
+    out_dir = Path(args.out).with_suffix("") / "run"
+    metrics = run_config(record, training_overrides(args, out_dir), out_dir, world_model)
     record["wmrl_per_step"] = [{k: h["stats"].get(k) for k in ("n_anchor_groups", "n_pairs", "calibrated",
                                                                   "anchor_weight", "predict_seconds", "execute_seconds")}
                                for h in metrics["wmrl_history"]]
@@ -157,15 +162,8 @@ def phase_training(args: argparse.Namespace, record: dict, world_model) -> None:
 
 def phase_agent(args: argparse.Namespace, record: dict, world_model) -> None:
     "Phase 3: the multi-turn research agent through TRL (every turn from the colocated vLLM engine)."
-    from wmrl.train import load_config, run_training
     out_dir = Path(args.out).with_suffix("") / "agent"
-    config = load_config("qwen3.5-4b", agent_overrides(args, out_dir))
-    started = time.perf_counter()
-    summary = run_training(config, world_model=world_model)
-    record["wall_s"] = time.perf_counter() - started
-    record["summary"] = summary
-    metrics = json.loads((out_dir / "metrics.json").read_text())
-    record["step_times_s"] = [h["step_time"] for h in metrics["log_history"] if "step_time" in h]
+    metrics = run_config(record, agent_overrides(args, out_dir), out_dir, world_model)
     record["episodes"] = [[{k: e[k] for k in ("source", "anchor", "statuses", "reward")} for e in step]
                           for step in metrics["agent_history"]]
     record["sources_match_anchors"] = all([e["source"] == "sandbox" for e in step] == h["anchor_rows"]

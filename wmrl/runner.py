@@ -25,7 +25,7 @@ __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'PAPER_ROWS', 'COMPARABILITY', 'P
            'BENCHMARK_COMPARABILITY', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
            'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'seed_std', 'mean_curve',
            'cost_at_score', 'speedup_at_equal_score', 'load_runs', 'summarize', 'paper_row', 'summarize_benchmark',
-           'benchmark_table', 'run_grid', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
+           'benchmark_table', 'run_grid', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
            'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../nbs/340_runner.ipynb #194b8ed5
@@ -357,45 +357,11 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     return {"runs": report, "summary": str(out_dir / "summary.json"), "report": str(out_dir / "results.md")}
 
 # %% ../nbs/340_runner.ipynb #ae019992
-def cli_reproduce_autoresearch(argv: list[str] | None = None) -> int:
-    "Run the autoresearch grid of a size (or a --grid file) and its summary; JSON report on stdout."
-    parser = argparse.ArgumentParser(prog="wmrl reproduce autoresearch",
-                                     description="AutoResearch in miniature: every method x seed, then the summary.")
-    parser.add_argument("--size", choices=["quick", "full"], default="quick")
-    parser.add_argument("--grid", default=None, help="a grid YAML (default: reproductions/grids/autoresearch_<size>.yaml)")
-    parser.add_argument("--out", default=None, help="output folder (default: <runs_dir>/autoresearch_<size>)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    try:
-        grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"autoresearch_{args.size}.yaml")
-        if args.out:
-            out = Path(args.out).resolve()
-        else:
-            from wmrl.settings import get_settings
-            out = get_settings().runs_dir / f"autoresearch_{args.size}"
-        report = run_grid(grid, out, progress=not args.no_progress)
-    except (OSError, ValueError, TypeError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
-        return 2
-    summary = json.loads(Path(report["summary"]).read_text())
-    print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1),
-                      "speedup_sandbox_seconds_at_equal_score": summary["speedup_sandbox_seconds_at_equal_score"],
-                      "speedup_total_compute_at_equal_score": summary["speedup_total_compute_at_equal_score"]}, indent=1))
-    print(f"report: {report['report']}", file=sys.stderr)
-    return 0
-
-# %% ../nbs/340_runner.ipynb #ff682afa
-BENCHMARK_KINDS = {"mle-dojo": "mledojo", "dsbench": "dsbench"}  # command name -> grid file prefix
-
-def cli_reproduce_benchmark(kind: str, argv: list[str] | None = None) -> int:
-    "Run an MLE-Dojo or DSBench grid and its summary; JSON report on stdout (exit 2 on a bad grid or input)."
-    if kind not in BENCHMARK_KINDS:
-        raise ValueError(f"kind must be one of {sorted(BENCHMARK_KINDS)}, got {kind!r}")
-    prefix = BENCHMARK_KINDS[kind]
-    parser = argparse.ArgumentParser(prog=f"wmrl reproduce {kind}",
-                                     description=f"{kind}: train every method x seed of a grid, evaluate held-out, summarise.")
-    parser.add_argument("--size", choices=["tiny", "paper"], default="tiny")
+def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[str, ...], headline) -> int:
+    """The body of every `wmrl reproduce <grid>` command: parse `--size/--grid/--out`, run the grid and its summary,
+    print the report plus `headline(summary)` as JSON; exit 2 (with the error as JSON) on a bad grid or input."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--size", choices=list(sizes), default=sizes[0])
     parser.add_argument("--grid", default=None, help=f"a grid YAML (default: reproductions/grids/{prefix}_<size>.yaml)")
     parser.add_argument("--out", default=None, help=f"output folder (default: <runs_dir>/{prefix}_<size>)")
     parser.add_argument("--no-progress", action="store_true")
@@ -413,11 +379,29 @@ def cli_reproduce_benchmark(kind: str, argv: list[str] | None = None) -> int:
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
         return 2
     summary = json.loads(Path(report["summary"]).read_text())
-    rows = {m: {"average": r["average"], "gpu_hours": r["gpu_hours"], "paper": r["paper"]} for m, r in summary["methods"].items()}
-    print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1), "benchmark": summary["benchmark"],
-                      "methods": rows}, indent=1))
+    print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1), **headline(summary)}, indent=1))
     print(f"report: {report['report']}", file=sys.stderr)
     return 0
+
+def cli_reproduce_autoresearch(argv: list[str] | None = None) -> int:
+    "Run the autoresearch grid of a size (or a --grid file) and its summary; JSON report on stdout."
+    keys = ("speedup_sandbox_seconds_at_equal_score", "speedup_total_compute_at_equal_score")
+    return run_grid_cli(argv, "wmrl reproduce autoresearch", "AutoResearch in miniature: every method x seed, then the "
+                        "summary.", "autoresearch", ("quick", "full"), lambda summary: {k: summary[k] for k in keys})
+
+# %% ../nbs/340_runner.ipynb #ff682afa
+BENCHMARK_KINDS = {"mle-dojo": "mledojo", "dsbench": "dsbench"}  # command name -> grid file prefix
+
+def cli_reproduce_benchmark(kind: str, argv: list[str] | None = None) -> int:
+    "Run an MLE-Dojo or DSBench grid and its summary; JSON report on stdout (exit 2 on a bad grid or input)."
+    if kind not in BENCHMARK_KINDS:
+        raise ValueError(f"kind must be one of {sorted(BENCHMARK_KINDS)}, got {kind!r}")
+    def headline(summary: dict) -> dict:
+        rows = {m: {"average": r["average"], "gpu_hours": r["gpu_hours"], "paper": r["paper"]}
+                for m, r in summary["methods"].items()}
+        return {"benchmark": summary["benchmark"], "methods": rows}
+    return run_grid_cli(argv, f"wmrl reproduce {kind}", f"{kind}: train every method x seed of a grid, evaluate "
+                        "held-out, summarise.", BENCHMARK_KINDS[kind], ("tiny", "paper"), headline)
 
 def cli_reproduce_mledojo(argv: list[str] | None = None) -> int:
     "`wmrl reproduce mle-dojo`: see cli_reproduce_benchmark."
