@@ -166,6 +166,7 @@ class ExecutionCache:
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path else None
         self.entries: dict[str, dict] = {}
+        self.unsaved = 0  # entries added since the file was last written: save() skips a rewrite without news
         if self.path is not None and self.path.is_file():
             self.entries = json.loads(self.path.read_text())
 
@@ -178,10 +179,13 @@ class ExecutionCache:
         if record.get("infra_error"):
             raise ValueError("sandbox failures are not cached (they say nothing about the program)")
         self.entries[key] = record
+        self.unsaved += 1
 
     def save(self) -> None:
-        if self.path is not None:
+        "Write the file (atomically) if anything was added since the last write."
+        if self.path is not None and self.unsaved:
             _atomic_write_text(self.path, json.dumps(self.entries))
+            self.unsaved = 0
 
     def __len__(self) -> int: return len(self.entries)
 

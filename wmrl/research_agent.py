@@ -483,16 +483,13 @@ EXAMPLE_MESSAGES = {
 }
 
 def menu_message(messages: list[str]):
-    "A responder for tiny policies: the generated text's first 8 characters pick one of `messages` (deterministic)."
+    """A responder for tiny policies: the generated text's first 8 characters pick one of `messages` (deterministic;
+    the same choice rule as the single-turn `menu_program`)."""
+    from wmrl.trl_adapter import menu_program
     menu = list(messages)
     if not menu or not all(isinstance(m, str) and m for m in menu):
         raise ValueError("menu_message needs a non-empty list of agent messages")
-    def respond(text: str) -> str:
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        return menu[sum(text[:8].encode()) % len(menu)]
-    respond.menu = menu
-    return respond
+    return menu_program(menu)
 
 # %% ../nbs/510_research_agent.ipynb #e7440acf
 def transformers_generate_fn(model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None):

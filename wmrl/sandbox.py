@@ -31,9 +31,10 @@ from .grading import STATUSES  # the shared status vocabulary
 
 # %% auto #0
 __all__ = ['SYNTAX_EXIT', 'MEMORY_EXIT', 'LAUNCHER_SOURCE', 'log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH',
-           'SandboxLimits', 'RawRun', 'ExecutionRecord', 'launcher_config', 'CgroupV1', 'Workdir', 'cleanup_stale_runs',
-           'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_works', 'BwrapBackend', 'DockerBackend',
-           'get_backend', 'classify', 'execute', 'cli_run']
+           'SandboxLimits', 'RawRun', 'ExecutionRecord', 'launcher_config', 'CgroupV1', 'tree_bytes',
+           'copy_regular_file', 'Workdir', 'cleanup_stale_runs', 'drive', 'SandboxBackend', 'SubprocessBackend',
+           'find_bwrap', 'bwrap_works', 'BwrapBackend', 'DockerBackend', 'get_backend', 'classify', 'execute',
+           'cli_run']
 
 # %% ../nbs/120_sandbox.ipynb #29768fb3
 @dataclass(frozen=True)
@@ -249,6 +250,32 @@ class CgroupV1:
 _libc = ctypes.CDLL(None, use_errno=True)
 MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
 
+def tree_bytes(root: Path) -> int:
+    "Bytes written under `root`, counted without following links (the solution may plant symlinks)."
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames + dirnames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+def copy_regular_file(path: Path, dest_dir: Path, max_bytes: int = 1 << 30) -> Path | None:
+    "Copy `path` into dest_dir if it is a regular file of at most max_bytes; never follow a symlink or open a FIFO a run planted."
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as src:
+        info = os.fstat(src.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        dest = Path(dest_dir) / Path(path).name
+        with open(dest, "wb") as out:
+            shutil.copyfileobj(src, out)
+    return dest
+
 class Workdir:
     "A fresh host directory for one run: `work/` (the solution's cwd) and `tmp/`, on a sized tmpfs when root."
 
@@ -270,31 +297,11 @@ class Workdir:
         self.tmp.chmod(0o1777)
         (self.root / ".owner").write_text(str(os.getpid()))  # outside work/ and tmp/: never visible to the run
 
-    def used_bytes(self) -> int:
-        "Bytes written, counted without following links (the solution may plant symlinks)."
-        total = 0
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            for name in filenames + dirnames:
-                try:
-                    total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-                except OSError:
-                    pass
-        return total
+    def used_bytes(self) -> int: return tree_bytes(self.root)
 
     def copy_submission(self, dest_dir: Path, name: str = "submission.csv", max_bytes: int = 1 << 30) -> Path | None:
-        "Copy `work/<name>` out if it is a regular file; never follow a symlink or open a FIFO the run planted."
-        try:
-            fd = os.open(self.work / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as src:
-            info = os.fstat(src.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
-                return None
-            dest = Path(dest_dir) / name
-            with open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
-        return dest
+        "Copy `work/<name>` out (see `copy_regular_file`)."
+        return copy_regular_file(self.work / name, dest_dir, max_bytes)
 
     def collect(self, raw: RawRun, limits: SandboxLimits, output_dir) -> RawRun:
         "Finish a raw run: flag a blown disk budget (unsized workdirs only) and copy the submission out."

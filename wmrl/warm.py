@@ -30,7 +30,9 @@ from wmrl.sandbox import (
     Workdir,
     _check_public_dir,
     bwrap_works,
+    copy_regular_file,
     find_bwrap,
+    tree_bytes,
 )
 
 # %% auto #0
@@ -105,7 +107,7 @@ def _child(req):
         import traceback; traceback.print_exc(); status = 1
     try:
         sys.stdout.flush(); sys.stderr.flush()
-    except Exception: pass
+    except (OSError, ValueError): pass  # a closed or full stream: the exit status still goes back
     os._exit(status & 0xFF)
 running, buffer = {}, b""
 sel = selectors.DefaultSelector(); sel.register(0, selectors.EVENT_READ)
@@ -253,17 +255,13 @@ def _rlimits(limits: SandboxLimits) -> dict:
     return {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_FSIZE": limits.file_mb << 20,
             "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
 
-class _JobFolder:
-    "Duck-types the part of `Workdir` that copies a submission out (`work`) for one job's sub-folder."
-    def __init__(self, root: Path): self.root, self.work = root, root / "work"
-
 # %% ../nbs/140_warm.ipynb #5e573225
 def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) -> RawRun:
     "Run one solution on a warm server and return what a cold backend would have observed."
     job_id = uuid.uuid4().hex[:12]
-    host = _JobFolder(server.jobs.work / job_id)
-    host.work.mkdir(parents=True)
-    (host.root / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
+    host = server.jobs.work / job_id  # the job's folder on the host: solution.py, stdout, stderr, work/
+    (host / "work").mkdir(parents=True)
+    (host / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
     inside = f"{server.inside}/{job_id}"
     env = {"SUBMISSION_PATH": f"{inside}/work/submission.csv", "TMPDIR": f"{inside}/work", "HOME": f"{inside}/work"}
     request = {"id": job_id, "root": inside, "env": env, "rlimits": _rlimits(limits), "wall_s": limits.wall_s,
@@ -284,21 +282,21 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
         raw = RawRun(exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                      signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                      wall_s=answer["wall_s"], cpu_s=answer["cpu_s"], peak_mb=answer["peak_mb"],
-                     stdout_tail=_tail(host.root / "stdout", limits.output_kb << 10),
-                     stderr_tail=_tail(host.root / "stderr", limits.output_kb << 10),
+                     stdout_tail=_tail(host / "stdout", limits.output_kb << 10),
+                     stderr_tail=_tail(host / "stderr", limits.output_kb << 10),
                      timed_out=answer["timed_out"], output_overflow=answer["overflow"])
         if server.group is not None and raw.signal == 9 and server.group.oom_kills() > ooms:
             raw.oom_killed = True  # the group's memory cap fired while this job was running
-        if Workdir.used_bytes(host) > limits.disk_mb << 20:
+        if tree_bytes(host) > limits.disk_mb << 20:
             raw.disk_overflow = True
-        raw.submission_path = Workdir.copy_submission(host, Path(output_dir), max_bytes=limits.file_mb << 20)
+        raw.submission_path = copy_regular_file(host / "work" / "submission.csv", Path(output_dir), limits.file_mb << 20)
         return raw
     except (BrokenPipeError, OSError) as err:
         raise ServerDied(f"warm server pipe failed: {err}") from err
     finally:
         with server.lock:
             server.waiting.pop(job_id, None)
-        shutil.rmtree(host.root, ignore_errors=True)
+        shutil.rmtree(host, ignore_errors=True)
 
 # %% ../nbs/140_warm.ipynb #cad6f413
 class WarmBackend:
