@@ -19,6 +19,7 @@ import pandas as pd
 
 from .grading import category_average, dsbench_category, relative_performance_gap, score_frames
 from .mledojo import PAPER_TRAIN, find_mledojo_data, leaderboard_percentile, load_competition, prepare_dsbench_task
+from .train import sandbox_limits
 
 # %% auto #0
 __all__ = ['DSBENCH_TASKS', 'TAG_METRICS', 'TINY_DSBENCH', 'BENCHMARK_KNOBS', 'dsbench_categories', 'dsbench_metric',
@@ -268,19 +269,11 @@ def sample_answers(config: dict, model_dir, tasks: dict, samples: int, seed: int
     return answers
 
 # %% ../nbs/520_dsbench.ipynb #5d176e02
-def _sandbox_limits(config: dict):
-    "SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini)."
-    sandbox = config["sandbox"]
-    if not (sandbox.get("wall_s") or sandbox.get("memory_mb")):
-        return None
-    from wmrl.sandbox import SandboxLimits
-    return SandboxLimits.from_settings(**{k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)})
-
 def execute_answers(config: dict, tasks: dict, answers: dict[str, list[str]], workers: int = 2) -> dict:
     "Run every answer's program in the sandbox: per task a list of {status, position, raw_score, wall_s}."
     from wmrl.sandbox import execute
     program = program_reader(config)
-    sandbox, limits = config["sandbox"], _sandbox_limits(config)
+    sandbox, limits = config["sandbox"], sandbox_limits(config)
     jobs = [(task_id, program(text)) for task_id, texts in answers.items() for text in texts]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         records = list(pool.map(lambda job: execute(tasks[job[0]], job[1], sandbox.get("backend"), limits), jobs))
@@ -323,7 +316,7 @@ def play_episodes(config: dict, model_dir, tasks: dict, samples: int, seed: int 
                                     pad_token_id=pad)
         text = tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
         return respond(text) if respond else text
-    limits = _sandbox_limits(config)
+    limits = sandbox_limits(config)
     results = {}
     for index, (name, task) in enumerate(tasks.items()):
         results[name] = []

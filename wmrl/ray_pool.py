@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .pool import ExecutionJob, as_job, infra_record
-from .sandbox import ExecutionRecord, RawRun, SandboxLimits, execute, get_backend
+from .sandbox import ExecutionRecord, RawRun, SandboxLimits, execute, get_backend, task_limits
 
 # %% auto #0
 __all__ = ['BACKENDS', 'TASK_DATA', 'pack_folder', 'default_cache_dir', 'materialise', 'run_raw', 'job_limits',
@@ -120,10 +120,7 @@ class _Replay:
 
 def job_limits(job: ExecutionJob) -> SandboxLimits:
     "The job's limits, else the rule `execute` uses: the task's compute budget as wall clock, the rest from settings."
-    if job.limits is not None:
-        return job.limits
-    budget = float(getattr(job.task, "compute_budget_s", 0) or 0)
-    return SandboxLimits.from_settings(**({"wall_s": budget} if budget > 0 else {}))
+    return task_limits(job.task) if job.limits is None else job.limits
 
 # %% ../nbs/420_ray.ipynb #0b4320cb
 BACKENDS = ("auto", "bwrap", "subprocess", "docker")

@@ -33,8 +33,8 @@ from .grading import STATUSES  # the shared status vocabulary
 __all__ = ['SYNTAX_EXIT', 'MEMORY_EXIT', 'LAUNCHER_SOURCE', 'log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH',
            'SandboxLimits', 'RawRun', 'ExecutionRecord', 'launcher_config', 'CgroupV1', 'tree_bytes',
            'copy_regular_file', 'Workdir', 'cleanup_stale_runs', 'drive', 'SandboxBackend', 'SubprocessBackend',
-           'find_bwrap', 'bwrap_works', 'BwrapBackend', 'DockerBackend', 'get_backend', 'classify', 'execute',
-           'cli_run']
+           'find_bwrap', 'bwrap_works', 'BwrapBackend', 'DockerBackend', 'get_backend', 'classify', 'task_limits',
+           'execute', 'cli_run']
 
 # %% ../nbs/120_sandbox.ipynb #29768fb3
 @dataclass(frozen=True)
@@ -748,6 +748,11 @@ def classify(raw: RawRun, limits: SandboxLimits) -> tuple[str, str]:
     return "ok", "ran to completion"
 
 # %% ../nbs/120_sandbox.ipynb #99e674ee
+def task_limits(task) -> SandboxLimits:
+    "The limits of a run given none: the task's compute budget as the wall clock, the rest from settings."
+    budget = float(getattr(task, "compute_budget_s", 0) or 0)
+    return SandboxLimits.from_settings(**({"wall_s": budget} if budget > 0 else {}))
+
 def execute(task, code: str, backend: SandboxBackend | str | None = None, limits: SandboxLimits | None = None) -> ExecutionRecord:
     "Execute `code` on `task`'s public data in a sandbox and grade what it wrote."
     from wmrl.grading import grade_submission_file, ladder_reward
@@ -755,9 +760,7 @@ def execute(task, code: str, backend: SandboxBackend | str | None = None, limits
         raise TypeError(f"code must be a str, got {type(code).__name__}")
     if backend is None or isinstance(backend, str):
         backend = get_backend(backend)
-    if limits is None:
-        budget = float(getattr(task, "compute_budget_s", 0) or 0)
-        limits = SandboxLimits.from_settings(**({"wall_s": budget} if budget > 0 else {}))
+    limits = task_limits(task) if limits is None else limits
     with tempfile.TemporaryDirectory(prefix="wmrl-out-") as out:
         raw = backend.run(code, task.public_dir, limits, Path(out))
         status, message = classify(raw, limits)

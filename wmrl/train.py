@@ -28,8 +28,8 @@ from .correction import METHODS, CorrectionConfig, WMRLCorrector
 
 # %% auto #0
 __all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'validate_agent', 'correction_config',
-           'run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'build_scorer', 'agent_menu',
-           'run_training', 'dry_run', 'cli_train']
+           'run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'sandbox_limits', 'build_scorer',
+           'agent_menu', 'run_training', 'dry_run', 'cli_train']
 
 # %% ../nbs/410_train.ipynb #98d9cc5a
 DEFAULTS = {
@@ -269,6 +269,14 @@ def _agent_rows(config: dict, tasks: dict) -> list[dict]:
     return rows
 
 # %% ../nbs/410_train.ipynb #9ef8e468
+def sandbox_limits(config: dict):
+    "SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini)."
+    sandbox = config["sandbox"]
+    if not (sandbox.get("wall_s") or sandbox.get("memory_mb")):
+        return None
+    from wmrl.sandbox import SandboxLimits
+    return SandboxLimits.from_settings(**{k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)})
+
 def build_scorer(config: dict, tasks: dict, world_model=None):
     "The TaskScorer of the run: its world model (built from the config unless given), program reader and sandbox."
     from wmrl.trl_adapter import TaskScorer, code_from_completion, menu_program
@@ -279,12 +287,7 @@ def build_scorer(config: dict, tasks: dict, world_model=None):
         options.setdefault("model", section["model"] or config["model"]["path"])  # same backbone, frozen copy
     if world_model is None:
         world_model = get_world_model(section["backend"], **options)
-    limits = None
-    sandbox = config["sandbox"]
-    if sandbox["wall_s"] or sandbox["memory_mb"]:
-        from wmrl.sandbox import SandboxLimits
-        given = {"wall_s": sandbox["wall_s"], "memory_mb": sandbox["memory_mb"]}
-        limits = SandboxLimits.from_settings(**{k: v for k, v in given.items() if v})
+    sandbox, limits = config["sandbox"], sandbox_limits(config)
     if config["tasks"]["program"] == "agent":
         return _agent_scorer(config, tasks, world_model, limits)
     if config["tasks"]["program"] == "menu":
