@@ -7,6 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/cli.html.md"""
 # %% ../nbs/900_cli.ipynb #e75f6072
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -42,15 +43,29 @@ def _resolve(target: str):
     module_name, function_name = location.split(":")
     return getattr(importlib.import_module(module_name), function_name), fixed_args
 
-def _usage() -> str:
-    "The help text: every subcommand with its one-line description."
-    lines = ["usage: wmrl <command> [args...]", "", "commands:"]
-    width = max(len(" ".join(words)) for words, _, _ in COMMANDS)
-    lines += [f"  {' '.join(words):<{width}}  {text}" for words, _, text in COMMANDS]
+def _groups() -> set[str]:
+    "First words shared by several subcommands (`bench`, `tasks`, `reproduce`, ...): `wmrl GROUP --help` lists them."
+    return {words[0] for words, _, _ in COMMANDS if len(words) > 1}
+
+def _usage(group: str | None = None) -> str:
+    "The help text: every subcommand (or one group's) with its one-line description."
+    rows = [(" ".join(words), text) for words, _, text in COMMANDS if group is None or words[0] == group]
+    width = max(len(words) for words, _ in rows)
+    lines = [f"usage: wmrl {group or '<command>'} {'<subcommand> ' if group else ''}[args...]", "",
+             "subcommands:" if group else "commands:"]
+    lines += [f"  {words:<{width}}  {text}" for words, text in rows]
     lines += ["", "Run `wmrl <command> --help` for the options of one command."]
     return "\n".join(lines)
 
 # %% ../nbs/900_cli.ipynb #fc53b841
+def _unknown(argv: list[str]) -> str:
+    "One sentence for a command that does not exist, with the nearest real one: a typo should cost one retry."
+    asked = " ".join(argv[:2]) if argv[0] in _groups() else argv[0]
+    known = sorted(_groups()) + [" ".join(words) for words, _, _ in COMMANDS]
+    close = difflib.get_close_matches(asked, known, n=1, cutoff=0.5)
+    hint = f"did you mean `wmrl {close[0]}`?" if close else "`wmrl --help` lists the commands."
+    return f"wmrl: unknown command {asked!r}; {hint}"
+
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `wmrl` console script: route the first words of `argv` to a subcommand."
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -62,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             function, fixed_args = _resolve(target)
             result = function([*fixed_args, *argv[len(words):]])
             return int(result or 0)
-    print(f"wmrl: unknown command {' '.join(argv[:2])!r}\n\n{_usage()}", file=sys.stderr)
+    if argv[0] in _groups() and argv[1:2] in ([], ["-h"], ["--help"], ["help"]):
+        print(_usage(argv[0]), file=sys.stdout if argv[1:] else sys.stderr)
+        return 0 if argv[1:] else 2
+    print(_unknown(argv), file=sys.stderr)
     return 2
 
 # %% ../nbs/900_cli.ipynb #9faebeb4
