@@ -73,7 +73,7 @@ def test_weighter_matches_core_on_a_stream_with_gaps():
     rng = np.random.default_rng(4)
     stream = rng.uniform(0.05, 2.0, 300)
     skipped = rng.uniform(size=300) < 0.2
-    core = AnchorWeighter(half_life=16, warmup=10, w_max=4.0, target_weight=2.0)
+    core = AnchorWeighter(half_life=16, warmup=10, w_max=4.0, target_weight=2.0, scale="official")  # the bandit's rule
     ours = BatchWeighter(1, half_life=16, warmup=10, w_max=4.0, target_weight=2.0)
     for value, skip in zip(stream, skipped):
         core.observe(np.nan if skip else value)

@@ -34,7 +34,7 @@ def test_advantages_sum_to_zero_and_ignore_shifts(rewards, scale, shift, factor)
     np.testing.assert_allclose(batch_group_advantages(rewards + shift, scale), adv, atol=1e-7)
     if scale == "group":  # std scaling is also blind to a positive factor (up to eps)
         spread = rewards.std(-1, ddof=1)
-        keep = spread > 1e-2
+        keep = spread * min(factor, 1.0) > 2e-2  # eps = 1e-4 on the smaller of the two stds stays below 1%
         scaled = batch_group_advantages(rewards * factor, scale)
         np.testing.assert_allclose(scaled[keep], adv[keep], rtol=1e-2, atol=1e-2)
 

@@ -124,11 +124,14 @@ def test_anchors_only_zeroes_world_model_rows():
 
 
 def test_all_anchor_methods_share_the_anchor_stream():
-    anchor_methods = [m for m in METHODS if m not in ("grpo_real", "pure_wm")]
+    anchor_methods = [m for m in METHODS if m not in ("grpo_real", "pure_wm", "wmrl_adaptive")]
     flags = {m: [a for _, a, _, _ in run(m, 10)[1]] for m in anchor_methods}
     for method in anchor_methods[1:]:
         for a, b in zip(flags[anchor_methods[0]], flags[method]):
             np.testing.assert_array_equal(a, b)
+    # wmrl_adaptive draws from the same priority order, only more or fewer groups: the sets are nested.
+    for a, b in zip(flags["wmrl"], [a for _, a, _, _ in run("wmrl_adaptive", 10)[1]]):
+        assert (a <= b).all() or (b <= a).all()
 
 
 @pytest.mark.parametrize("method,denoise", [("wmrl", "anchor_weight"), ("wmrl", "fusion"), ("debias_only", "fusion"),

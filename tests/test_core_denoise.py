@@ -46,7 +46,7 @@ def test_c_fixed_once_at_warmup_then_frozen(sequence, warmup, target):
 
 
 def test_weight_rises_with_disagreement_and_ema_formula():
-    weighter = AnchorWeighter(half_life=4, warmup=3)
+    weighter = AnchorWeighter(half_life=4, warmup=3, scale="official")  # the release's EMA: first value initialises
     for value in (0.2, 0.2, 0.2):
         weighter.observe(value)
     assert weighter.weight() == pytest.approx(2.0)

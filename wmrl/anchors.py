@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['anchor_priority', 'anchor_count', 'AnchorScheduler']
+__all__ = ['anchor_priority', 'anchor_count', 'AnchorScheduler', 'adaptive_anchor_fraction', 'budgeted_anchor_count']
 
 # %% ../nbs/020_anchors.ipynb #2e8a428f
 def _encode(value) -> bytes:
@@ -88,11 +88,12 @@ class AnchorScheduler:
                 f"realized_fraction={self.realized_fraction:.4f})")
 
 # %% ../nbs/020_anchors.ipynb #ea353802
-def _select(self: AnchorScheduler, group_keys: Sequence[Hashable], step: int, in_flight: int = 0) -> np.ndarray:
-    "One bool per group: the k groups with the lowest priority are anchors (ties broken by the key's bytes)."
+def _select(self: AnchorScheduler, group_keys: Sequence[Hashable], step: int, in_flight: int = 0,
+            count: int | None = None) -> np.ndarray:
+    """One bool per group: the k groups with the lowest priority are anchors (ties broken by the key's bytes).
+    k = anchor_count(...) from the fraction, or `count` (an adaptive rule's choice; still capped by max_concurrent).
+    An empty step (no keys) has no anchors."""
     keys = list(group_keys)
-    if not keys:
-        raise ValueError("select() needs at least one group key")
     if int(step) != step or int(in_flight) != in_flight or in_flight < 0:
         raise ValueError(f"step must be an integer and in_flight a non-negative integer, got {step}, {in_flight}")
     encoded = [_encode(key) for key in keys]
@@ -103,7 +104,10 @@ def _select(self: AnchorScheduler, group_keys: Sequence[Hashable], step: int, in
                 duplicates.append(key)
             seen.add(code)
         raise ValueError(f"duplicate group keys in one step: {duplicates[:5]}")
-    count = anchor_count(len(keys), self.fraction, self.min_per_step, self.max_concurrent, int(in_flight))
+    if count is None:
+        count = anchor_count(len(keys), self.fraction, self.min_per_step, self.max_concurrent, int(in_flight))
+    else:
+        count = anchor_count(len(keys), 0.0, int(count), self.max_concurrent, int(in_flight))
     ranked = sorted(range(len(keys)), key=lambda i: (anchor_priority(keys[i], step, self.seed), encoded[i]))
     flags = np.zeros(len(keys), dtype=bool)
     flags[ranked[:count]] = True
@@ -131,3 +135,26 @@ def _load_state_dict(self: AnchorScheduler, state: dict) -> None:
 
 AnchorScheduler.state_dict = _state_dict
 AnchorScheduler.load_state_dict = _load_state_dict
+
+# %% ../nbs/020_anchors.ipynb #7eebda74
+def adaptive_anchor_fraction(s2_fast: float,  # fast EMA of out-of-sample s² (NaN: none yet)
+                             s2_slow: float,  # slow EMA of the same
+                             base: float,  # rho_0: the fraction at s² = s2_ref, not rising
+                             s2_ref: float = 0.5,  # the disagreement at which rho = base
+                             rho_max: float = 0.5,  # cap
+                             ) -> float:
+    "rho_t = clip(base·sqrt(s2_fast/s2_ref)·max(1, s2_fast/s2_slow), 0, rho_max); rho_max before any s²."
+    if not (math.isfinite(s2_fast) and math.isfinite(s2_slow)):
+        return float(rho_max)
+    rising = s2_fast / s2_slow if s2_slow > 1e-12 else 1.0
+    return float(min(rho_max, base * math.sqrt(max(s2_fast, 0.0) / s2_ref) * max(1.0, rising)))
+
+def budgeted_anchor_count(n_groups: int, fraction: float, min_per_step: int = 1, budget: int | None = None,
+                          used: int = 0, steps_done: int = 0, total_steps: int | None = None) -> int:
+    "anchor_count(M, fraction, k_min), then within the budget while reserving k_min groups for each later step."
+    count = anchor_count(n_groups, fraction, min_per_step)
+    if budget is None:
+        return count
+    later = 0 if total_steps is None else max(0, total_steps - steps_done - 1)
+    room = budget - used - min_per_step * later
+    return int(max(0, min(count, room, n_groups)))

@@ -14,19 +14,19 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .advantages import SCALES, advantages_from_codes, as_reward_array, factorize_groups
-from .anchors import AnchorScheduler
+from .anchors import AnchorScheduler, adaptive_anchor_fraction, budgeted_anchor_count
 from .debias import OnlineDebiaser
-from .denoise import AnchorWeighter, InverseVarianceFusion
+from .denoise import WEIGHT_SCALES, AnchorWeighter, ExponentialAverage, InverseVarianceFusion
 
 # %% auto #0
-__all__ = ['METHOD_SPECS', 'METHODS', 'DENOISERS', 'MethodSpec', 'CorrectionConfig', 'CorrectionResult', 'within_group_residual',
-           'WMRLCorrector', 'disagreement_per_group']
+__all__ = ['METHOD_SPECS', 'S2_RULES', 'METHODS', 'DENOISERS', 'MethodSpec', 'CorrectionConfig', 'CorrectionResult',
+           'within_group_residual', 'WMRLCorrector', 'disagreement_per_group']
 
 # %% ../nbs/050_correction.ipynb #0bfd4deb
 @dataclass(frozen=True)
 class MethodSpec:
     "What one method does with the two reward streams."
-    executes: str  # "all" groups, "none", or the scheduler's "anchors"
+    executes: str  # "all" groups, "none", the scheduler's "anchors", or "adaptive" anchors (rho_t from s²)
     debias: bool  # calibrate world-model rewards with the isotonic map
     denoise: bool  # weight rows by the disagreement estimate
     train_world_model_rows: bool  # False: world-model rows get multiplier 0
@@ -39,7 +39,9 @@ METHOD_SPECS = {
     "denoise_only": MethodSpec("anchors", debias=False, denoise=True, train_world_model_rows=True),
     "wmrl": MethodSpec("anchors", debias=True, denoise=True, train_world_model_rows=True),
     "anchors_only": MethodSpec("anchors", debias=False, denoise=False, train_world_model_rows=False),
+    "wmrl_adaptive": MethodSpec("adaptive", debias=True, denoise=True, train_world_model_rows=True),  # beyond the paper
 }
+S2_RULES = ("out_of_sample", "in_sample")
 METHODS = tuple(METHOD_SPECS)
 DENOISERS = ("anchor_weight", "fusion")
 
@@ -67,6 +69,13 @@ class CorrectionConfig:
     w_max: float = 4.0  # anchor weight ceiling
     target_weight: float = 2.0  # weight at the end of warm-up
     fusion_max_ratio: float = 20.0  # cap on the fusion's anchor : WM weight ratio
+    s2_rule: str = "out_of_sample"  # s² with the map from before this step's pairs; "in_sample": after (release)
+    weight_scale: str = "bias_corrected"  # where the anchor weight's c comes from: bias_corrected, official, paper
+    min_distinct: int = 2  # distinct predictions the debiaser needs before it fits (1: the pre-fix rule)
+    adaptive_rho_max: float = 0.5  # wmrl_adaptive: cap on rho_t
+    adaptive_s2_ref: float = 0.5  # wmrl_adaptive: out-of-sample s² at which rho_t = anchor_fraction
+    adaptive_budget: int | None = None  # wmrl_adaptive: anchor groups over the whole run (None: no budget)
+    adaptive_steps: int | None = None  # wmrl_adaptive: planned steps (the budget reserves k_min for each)
 
     def __post_init__(self):
         _validate_config(self)
@@ -88,6 +97,15 @@ def _validate_config(config: CorrectionConfig) -> None:
     "Clear errors for impossible settings; score_range is normalised to a float tuple."
     if config.method not in METHODS:
         raise ValueError(f"unknown method {config.method!r}; expected one of {METHODS}")
+    for name, value, allowed in (("s2_rule", config.s2_rule, S2_RULES), ("weight_scale", config.weight_scale, WEIGHT_SCALES)):
+        if value not in allowed:
+            raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
+    if config.min_distinct < 1 or not 0.0 < config.adaptive_rho_max <= 1.0 or not config.adaptive_s2_ref > 0:
+        raise ValueError("need min_distinct >= 1, 0 < adaptive_rho_max <= 1 and adaptive_s2_ref > 0")
+    if config.adaptive_budget is not None and (config.adaptive_steps is None or
+                                               config.adaptive_budget < config.min_anchor_groups * config.adaptive_steps):
+        raise ValueError(f"adaptive_budget {config.adaptive_budget} needs adaptive_steps and at least "
+                         f"min_anchor_groups per step ({config.min_anchor_groups} x {config.adaptive_steps})")
     if config.denoise not in DENOISERS:
         raise ValueError(f"unknown denoise {config.denoise!r}; expected one of {DENOISERS}")
     if config.scale not in SCALES:
@@ -186,13 +204,15 @@ class WMRLCorrector:
         c = self.config
         self.scheduler = AnchorScheduler(c.anchor_fraction, c.min_anchor_groups, c.max_concurrent, c.seed)
         self.debiaser = (OnlineDebiaser(c.min_pairs, c.refit_every, c.window, c.score_range, c.per_category,
-                                        c.category_prior_pairs) if self.spec.debias else None)
+                                        c.category_prior_pairs, c.min_distinct) if self.spec.debias else None)
         self.denoiser = None
         if self.spec.denoise and c.denoise == "anchor_weight":
-            self.denoiser = AnchorWeighter(c.half_life, c.warmup, c.w_max, c.target_weight)
+            self.denoiser = AnchorWeighter(c.half_life, c.warmup, c.w_max, c.target_weight, c.weight_scale)
         elif self.spec.denoise:
             fusion_scale = "group" if c.scale == "group" else "none"  # batch = none up to one common factor
             self.denoiser = InverseVarianceFusion(c.half_life, c.warmup, fusion_scale, c.fusion_max_ratio)
+        # out-of-sample s², fast and slow (half-lives in anchor groups): what wmrl_adaptive's rho_t follows
+        self.s2_fast, self.s2_slow = ExponentialAverage(2, bias_corrected=True), ExponentialAverage(8, bias_corrected=True)
         self.n_steps = 0
         self._plan = None  # {"step": int, "flags": {key: (position in plan, is anchor)}} until correct()
 
@@ -205,9 +225,9 @@ def _plan(self: WMRLCorrector, group_keys: Sequence[Hashable], step: int, in_fli
     keys = list(group_keys)
     if self.spec.executes == "anchors":
         flags = self.scheduler.select(keys, step, in_flight)
+    elif self.spec.executes == "adaptive":
+        flags = self.scheduler.select(keys, step, in_flight, count=self.adaptive_count(len(keys)))
     else:
-        if not keys:
-            raise ValueError("plan() needs at least one group key")
         if len(set(keys)) != len(keys):
             raise ValueError(f"duplicate group keys in one step: {[k for k in set(keys) if keys.count(k) > 1][:5]}")
         flags = np.full(len(keys), self.spec.executes == "all")
@@ -216,6 +236,21 @@ def _plan(self: WMRLCorrector, group_keys: Sequence[Hashable], step: int, in_fli
     return flags
 
 WMRLCorrector.plan = _plan
+
+# %% ../nbs/050_correction.ipynb #9bb13633
+def _adaptive_rho(self: WMRLCorrector) -> float:
+    "wmrl_adaptive's rho_t from the logged out-of-sample s² EMAs (wmrl.anchors.adaptive_anchor_fraction)."
+    c = self.config
+    return adaptive_anchor_fraction(self.s2_fast.value, self.s2_slow.value, c.anchor_fraction, c.adaptive_s2_ref,
+                                    c.adaptive_rho_max)
+
+def _adaptive_count(self: WMRLCorrector, n_groups: int) -> int:
+    "Groups to execute this step: rho_t·M rounded, >= min_anchor_groups, within the budget (pure in logged state)."
+    c = self.config
+    return budgeted_anchor_count(n_groups, self.adaptive_rho(), c.min_anchor_groups, c.adaptive_budget,
+                                 self.scheduler.n_anchors, self.n_steps, c.adaptive_steps)
+
+WMRLCorrector.adaptive_rho, WMRLCorrector.adaptive_count = _adaptive_rho, _adaptive_count
 
 # %% ../nbs/050_correction.ipynb #2f9a36d7
 def _match_plan(self: WMRLCorrector, keys: list) -> tuple[np.ndarray, np.ndarray]:
@@ -258,28 +293,41 @@ def disagreement_per_group(calibrated: np.ndarray,  # (n,) calibrated prediction
 
 # %% ../nbs/050_correction.ipynb #f4f012b7
 def _learn_from_anchors(self: WMRLCorrector, predicted, real, plan_position, anchor_rows, labels) -> dict:
-    "Push anchor pairs, calibrate every prediction, feed per-group disagreement to the denoiser (in plan order)."
+    """Push anchor pairs, calibrate every prediction, feed per-group disagreement to the denoiser (in plan order).
+
+    s² is measured out of sample by default: with the map as it stood *before* this step's pairs were pushed (and
+    the map refitted on them), so a pair never calibrates itself. `s2_rule="in_sample"` is the release's order
+    (after the push), which biases s² low, and to 0 when the map is refitted on every group's pairs."""
     complete = anchor_rows & ~np.isnan(predicted) & ~np.isnan(real)
     rows = np.flatnonzero(complete)
     rows = rows[np.argsort(plan_position[rows], kind="stable")]  # grouped, in the order the groups were planned
+    before = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels)  # map before the pairs
     refitted = False
     if self.debiaser is not None and len(rows):
         pair_labels = None if labels is None else [labels[i] for i in rows]
         refitted = self.debiaser.push(predicted[rows], real[rows], pair_labels)
     calibrated = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels)
-    disagreements = []
-    if isinstance(self.denoiser, AnchorWeighter) and len(rows):
+    measured = before if self.config.s2_rule == "out_of_sample" else calibrated
+    disagreements, out_of_sample = [], []
+    if len(rows):
         _, group_index = np.unique(plan_position[rows], return_inverse=True)  # 0..k-1 in plan order
-        s2 = disagreement_per_group(calibrated[rows], real[rows], group_index, int(group_index.max()) + 1)
-        disagreements = s2[~np.isnan(s2)].tolist()
-        self.denoiser.observe(disagreements)  # in plan order, like one call per group
-    elif isinstance(self.denoiser, InverseVarianceFusion) and len(rows):  # it also tracks advantage moments
-        starts = np.flatnonzero(np.r_[True, np.diff(plan_position[rows]) != 0])
-        for group_rows in np.split(rows, starts[1:]):
-            s2 = self.denoiser.observe_group(calibrated[group_rows], real[group_rows]) if len(group_rows) >= 2 else math.nan
-            if not math.isnan(s2):
-                disagreements.append(s2)
-    return {"calibrated": calibrated, "complete": complete, "refitted": refitted, "disagreements": disagreements}
+        n_groups = int(group_index.max()) + 1
+        oos = disagreement_per_group(before[rows], real[rows], group_index, n_groups)
+        out_of_sample = oos[~np.isnan(oos)].tolist()
+        for value in out_of_sample:  # wmrl_adaptive follows these (every method logs them)
+            self.s2_fast.update(value), self.s2_slow.update(value)
+        s2 = oos if measured is before else disagreement_per_group(measured[rows], real[rows], group_index, n_groups)
+        if isinstance(self.denoiser, AnchorWeighter):
+            disagreements = s2[~np.isnan(s2)].tolist()
+            self.denoiser.observe(disagreements)  # in plan order, like one call per group
+        elif isinstance(self.denoiser, InverseVarianceFusion):  # it also tracks advantage moments
+            starts = np.flatnonzero(np.r_[True, np.diff(plan_position[rows]) != 0])
+            for group_rows in np.split(rows, starts[1:]):
+                value = self.denoiser.observe_group(measured[group_rows], real[group_rows]) if len(group_rows) >= 2 else math.nan
+                if not math.isnan(value):
+                    disagreements.append(value)
+    return {"calibrated": calibrated, "complete": complete, "refitted": refitted, "disagreements": disagreements,
+            "s2_out_of_sample": out_of_sample}
 
 WMRLCorrector._learn_from_anchors = _learn_from_anchors
 
@@ -300,6 +348,12 @@ WMRLCorrector._multipliers = _multipliers
 def _correct(self: WMRLCorrector, group_ids, predicted, real, categories=None) -> CorrectionResult:
     "Rewards to train on, advantages, per-row multipliers and stats for the rows of the last plan()."
     n_rows = len(group_ids)
+    if n_rows == 0 and self._plan is not None and not self._plan["flags"]:  # an empty step: nothing to learn
+        step, self._plan = self._plan["step"], None
+        self.n_steps += 1
+        empty = np.zeros(0)
+        return CorrectionResult(empty, empty, empty, empty.astype(bool), empty.astype(bool),
+                                {"step": float(step), "n_groups": 0.0, "n_anchor_groups": 0.0, "n_rows": 0.0})
     if n_rows == 0:
         raise ValueError("correct() got no rows")
     predicted = _read_scores(predicted, "predicted", n_rows, self.config.score_range)
@@ -348,7 +402,7 @@ def _stats(self: WMRLCorrector, step, predicted, real, codes, keys, anchor_rows,
     return {
         "step": float(step), "n_groups": float(len(keys)), "n_anchor_groups": float(n_anchor_groups),
         "anchor_fraction": n_anchor_groups / len(keys), "realized_anchor_fraction": self.scheduler.realized_fraction
-        if self.spec.executes == "anchors" else float(self.spec.executes == "all"),
+        if self.spec.executes in ("anchors", "adaptive") else float(self.spec.executes == "all"),
         "n_rows": float(len(codes)), "n_anchor_rows": float(anchor_rows.sum()), "n_new_pairs": float(complete.sum()),
         "n_contributing_rows": float(advantage.mask.sum()), "n_skipped_groups": float(advantage.n_skipped_groups),
         "n_degenerate_groups": float(advantage.n_degenerate_groups),
@@ -360,6 +414,9 @@ def _stats(self: WMRLCorrector, step, predicted, real, codes, keys, anchor_rows,
         "s2_ema": _denoiser_ema(denoiser),
         "anchor_weight": float(anchor_multipliers.mean()) if anchor_multipliers.size else math.nan,
         "anchor_ratio": _anchor_ratio(denoiser),
+        "s2_oos_step_mean": float(np.mean(learned["s2_out_of_sample"])) if learned["s2_out_of_sample"] else math.nan,
+        "s2_oos_fast": float(self.s2_fast.value), "s2_oos_slow": float(self.s2_slow.value),
+        "adaptive_rho": self.adaptive_rho() if self.spec.executes == "adaptive" else math.nan,
     }
 
 WMRLCorrector._stats = _stats
@@ -370,7 +427,8 @@ def _state_dict(self: WMRLCorrector) -> dict:
     return {"format": "wmrl.correction/1", "config": self.config.to_dict(), "n_steps": self.n_steps,
             "scheduler": self.scheduler.state_dict(),
             "debiaser": None if self.debiaser is None else self.debiaser.state_dict(),
-            "denoiser": None if self.denoiser is None else self.denoiser.state_dict()}
+            "denoiser": None if self.denoiser is None else self.denoiser.state_dict(),
+            "s2_fast": self.s2_fast.state_dict(), "s2_slow": self.s2_slow.state_dict()}
 
 def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
     "Restore from `state_dict()`; the configuration comes from the state."
@@ -388,6 +446,9 @@ def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
                              f"{self.config.method!r} {'needs' if component is not None else 'has none'}")
         if component is not None:
             component.load_state_dict(state[name])
+    for name in ("s2_fast", "s2_slow"):  # absent in states written before wmrl_adaptive: start empty
+        if name in state:
+            getattr(self, name).load_state_dict(state[name])
     self.n_steps = int(state["n_steps"])
 
 WMRLCorrector.state_dict = _state_dict

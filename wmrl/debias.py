@@ -295,8 +295,10 @@ def _check_label_count(categories, n: int) -> None:
 class OnlineDebiaser:
     "Online Debiasing: a windowed isotonic map predicted → real, refitted as anchor pairs arrive."
     def __init__(self, min_pairs: int = 200, refit_every: int = 64, window: int = 5000,
-                 score_range=(0.0, 1.0), per_category: bool = False, category_prior_pairs: float = 50):
-        for name, value in (("min_pairs", min_pairs), ("refit_every", refit_every), ("window", window)):
+                 score_range=(0.0, 1.0), per_category: bool = False, category_prior_pairs: float = 50,
+                 min_distinct: int = 2):
+        for name, value in (("min_pairs", min_pairs), ("refit_every", refit_every), ("window", window),
+                            ("min_distinct", min_distinct)):
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1")
         if window < min_pairs:
@@ -306,6 +308,7 @@ class OnlineDebiaser:
         self.min_pairs, self.refit_every, self.window = int(min_pairs), int(refit_every), int(window)
         self.score_range = _as_range(score_range)
         self.per_category, self.category_prior_pairs = bool(per_category), float(category_prior_pairs)
+        self.min_distinct = int(min_distinct)  # distinct predicted values a fit needs (1: the pre-fix behaviour)
         self._window = PairWindow(self.window)  # the most recent pairs, oldest first
         self._since_fit, self._n_fits, self._n_seen = 0, 0, 0
         self._global, self._category_maps = None, {}
@@ -319,21 +322,28 @@ def _push(self: OnlineDebiaser, predicted, real, categories=None) -> bool:
     self._since_fit += len(x)
     self._n_seen += len(x)
     if len(self._window) >= self.min_pairs and self._since_fit >= self.refit_every:
-        self.refit()
-        return True
+        return self.refit()
     return False
 
-def _refit(self: OnlineDebiaser) -> None:
-    "Fit the global map (and shrunk per-category maps) on the current window."
+def _refit(self: OnlineDebiaser) -> bool:
+    """Fit the global map (and shrunk per-category maps) on the current window; True if it fitted.
+
+    A window whose predictions take fewer than `min_distinct` values (default 2, as the release waits for two
+    populated bins) is not fitted: one distinct value would give a constant map that flattens every world-model
+    group. The previous map (or the identity) stays, and the next push tries again."""
     x, y, labels = self._window.arrays()  # views, checked at push: no conversion, no second check
     if len(x) == 0:
         raise ValueError("no pairs to fit")
+    if np.unique(x).size < self.min_distinct:
+        return False
     self._global, fitted, position = _fit_checked(x, y, None, self.score_range)
     calibrated = fitted[position]  # the global map at each pair, from the fit itself
     self._category_maps = {}
     if self.per_category:
         for category in sorted({c for c in labels if c is not None}):
             members = labels == category
+            if np.unique(x[members]).size < self.min_distinct:
+                continue  # no shape to learn in this category: it uses the global map
             own = isotonic_fit(x[members], y[members], score_range=self.score_range)
             n_c = float(members.sum())
             self._category_maps[category] = blend_maps(own, self._global, n_c / (n_c + self.category_prior_pairs))
@@ -342,6 +352,7 @@ def _refit(self: OnlineDebiaser) -> None:
     self._n_fits += 1
     self.last_fit_stats = {"mse_raw": float(np.mean((x - y) ** 2)), "mse_calibrated": float(np.mean((calibrated - y) ** 2)),
                            "n_pairs": float(len(x))}
+    return True
 
 OnlineDebiaser.push = _push
 OnlineDebiaser.refit = _refit
@@ -383,7 +394,8 @@ OnlineDebiaser.global_map = property(
 OnlineDebiaser.category_maps = property(lambda self: dict(self._category_maps), doc="Shrunk per-category maps.")
 
 # %% ../nbs/030_debias.ipynb #1be31649
-_CONFIG_KEYS = ("min_pairs", "refit_every", "window", "score_range", "per_category", "category_prior_pairs")
+_CONFIG_KEYS = ("min_pairs", "refit_every", "window", "score_range", "per_category", "category_prior_pairs",
+                "min_distinct")
 
 def _state_dict(self: OnlineDebiaser) -> dict:
     "JSON-serialisable state; `load_state_dict` of it reproduces `apply` exactly."
@@ -399,7 +411,7 @@ def _load_state_dict(self: OnlineDebiaser, state: dict) -> None:
     missing = {"config", "predicted", "real", "categories", "since_fit", "n_fits", "global_map"} - set(state)
     if missing:
         raise ValueError(f"state is missing {sorted(missing)}")
-    self.__init__(**state["config"])
+    self.__init__(**{"min_distinct": 1, **state["config"]})  # states from before min_distinct: the old rule
     predicted, real = np.array(state["predicted"], dtype=float), np.array(state["real"], dtype=float)
     categories = list(state["categories"])
     if not len(predicted) == len(real) == len(categories):

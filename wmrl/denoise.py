@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 # %% auto #0
-__all__ = ['group_disagreement', 'ExponentialAverage', 'AnchorWeighter', 'InverseVarianceFusion']
+__all__ = ['WEIGHT_SCALES', 'group_disagreement', 'ExponentialAverage', 'AnchorWeighter', 'InverseVarianceFusion']
 
 # %% ../nbs/040_denoise.ipynb #2d2a44e4
 def group_disagreement(calibrated, real, min_var: float = 1e-9) -> float:
@@ -34,26 +34,36 @@ def group_disagreement(calibrated, real, min_var: float = 1e-9) -> float:
 
 # %% ../nbs/040_denoise.ipynb #13456419
 class ExponentialAverage:
-    "EMA with a half-life in observations; `n` counts observations, the first one initialises the value."
-    def __init__(self, half_life: float = 64):
+    """EMA with a half-life in observations; `n` counts observations.
+
+    `bias_corrected=False` is the official release's rule: the first value initialises the average, so with a
+    half-life of 64 the first group still holds (1 − α)^31 ≈ 71% of the average after 32 groups.
+    `bias_corrected=True` starts from 0 and divides by 1 − (1 − α)^n (as Adam does): every observation so far gets
+    its EMA weight, renormalised, so no single early group decides the value."""
+    def __init__(self, half_life: float = 64, bias_corrected: bool = False):
         if not (isinstance(half_life, numbers.Real) and half_life > 0 and math.isfinite(half_life)):
             raise ValueError(f"half_life must be a positive number, got {half_life!r}")
-        self.half_life = float(half_life)
+        self.half_life, self.bias_corrected = float(half_life), bool(bias_corrected)
         self.alpha = 1.0 - 0.5 ** (1.0 / self.half_life)
-        self.value, self.n = math.nan, 0
+        self.value, self.n, self._raw = math.nan, 0, 0.0
 
     def update(self, x: float) -> float:
         x = float(x)
-        self.value = x if self.n == 0 else (1.0 - self.alpha) * self.value + self.alpha * x
         self.n += 1
+        if self.bias_corrected:
+            self._raw = (1.0 - self.alpha) * self._raw + self.alpha * x
+            self.value = self._raw / (1.0 - (1.0 - self.alpha) ** self.n)
+        else:
+            self.value = x if self.n == 1 else (1.0 - self.alpha) * self.value + self.alpha * x
         return self.value
 
     def state_dict(self) -> dict:
-        return {"half_life": self.half_life, "value": None if self.n == 0 else self.value, "n": self.n}
+        return {"half_life": self.half_life, "value": None if self.n == 0 else self.value, "n": self.n,
+                "bias_corrected": self.bias_corrected, "raw": self._raw}
 
     def load_state_dict(self, state: dict) -> None:
-        self.__init__(state["half_life"])
-        self.n = int(state["n"])
+        self.__init__(state["half_life"], state.get("bias_corrected", False))
+        self.n, self._raw = int(state["n"]), float(state.get("raw", 0.0))
         self.value = math.nan if state["value"] is None else float(state["value"])
 
 # %% ../nbs/040_denoise.ipynb #8f13153d
@@ -71,14 +81,22 @@ def _check_warmup(warmup) -> int:
     return int(warmup)
 
 # %% ../nbs/040_denoise.ipynb #e42a0242
+WEIGHT_SCALES = ("bias_corrected", "official", "paper")
+
 class AnchorWeighter:
-    "The paper's IVD: anchor-row multiplier w = clip(1 + c·EMA(s²), 1, w_max), c fixed once at warm-up."
-    def __init__(self, half_life: float = 64, warmup: int = 32, w_max: float = 4.0, target_weight: float = 2.0):
+    """The paper's IVD: anchor-row multiplier w = clip(1 + c·EMA(s²), 1, w_max). `scale` says where c comes from:
+    `"official"` (the release): c fixed once at warm-up from an EMA the first group initialises;
+    `"bias_corrected"` (default): c fixed once at warm-up from the bias-corrected EMA, so the first group does not
+    decide it alone; `"paper"`: c = 1, w = 1 + s² read off the anchors ("nothing is tuned"), from warm-up on."""
+    def __init__(self, half_life: float = 64, warmup: int = 32, w_max: float = 4.0, target_weight: float = 2.0,
+                 scale: str = "bias_corrected"):
         self.warmup = _check_warmup(warmup)
         if not (1.0 <= target_weight <= w_max and math.isfinite(w_max)):
             raise ValueError(f"need 1 <= target_weight <= w_max < inf, got target {target_weight}, w_max {w_max}")
-        self.w_max, self.target_weight = float(w_max), float(target_weight)
-        self._average = ExponentialAverage(half_life)
+        if scale not in WEIGHT_SCALES:
+            raise ValueError(f"scale must be one of {WEIGHT_SCALES}, got {scale!r}")
+        self.w_max, self.target_weight, self.scale = float(w_max), float(target_weight), scale
+        self._average = ExponentialAverage(half_life, bias_corrected=scale != "official")
         self._c = None
 
     def observe(self, s2) -> float:
@@ -87,8 +105,11 @@ class AnchorWeighter:
             if math.isnan(value):
                 continue  # a degenerate group carries no information
             self._average.update(value)
-            if self._c is None and self._average.n >= self.warmup and self._average.value > 1e-12:
-                self._c = (self.target_weight - 1.0) / self._average.value  # fixed once, then frozen
+            if self._c is None and self._average.n >= self.warmup:
+                if self.scale == "paper":
+                    self._c = 1.0
+                elif self._average.value > 1e-12:
+                    self._c = (self.target_weight - 1.0) / self._average.value  # fixed once, then frozen
         return self.weight()
 
     def weight(self) -> float:
@@ -104,11 +125,12 @@ class AnchorWeighter:
 # %% ../nbs/040_denoise.ipynb #836f623f
 def _weighter_state(self: AnchorWeighter) -> dict:
     "JSON-serialisable state (configuration included)."
-    return {"warmup": self.warmup, "w_max": self.w_max, "target_weight": self.target_weight,
+    return {"warmup": self.warmup, "w_max": self.w_max, "target_weight": self.target_weight, "scale": self.scale,
             "average": self._average.state_dict(), "c": self._c}
 
 def _weighter_load(self: AnchorWeighter, state: dict) -> None:
-    self.__init__(state["average"]["half_life"], state["warmup"], state["w_max"], state["target_weight"])
+    self.__init__(state["average"]["half_life"], state["warmup"], state["w_max"], state["target_weight"],
+                  state.get("scale", "official"))  # states written before `scale` existed used the official rule
     self._average.load_state_dict(state["average"])
     self._c = None if state["c"] is None else float(state["c"])
 
