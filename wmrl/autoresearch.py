@@ -47,6 +47,7 @@ class AutoResearchConfig:
     cache_path: str = ""                 # shared execution cache file ('' = in-memory, per run)
     timeout_s: float = 0.0               # wall limit per program (0: each task's compute budget)
     quality_prior: str = "fitted"        # world model's quality prior: fitted (toy/suite/quality_prior.json), hand, or a path
+    world_model: dict = field(default_factory=dict)    # {} = static; a control: {"name": "static+monotone", "B": 0.2} (wmrl.wm_controls)
     correction: dict = field(default_factory=dict)     # CorrectionConfig overrides (over SMALL_RUN_CORRECTION)
 
     def __post_init__(self):
@@ -64,12 +65,18 @@ class AutoResearchConfig:
             raise ValueError(f"quality_prior must be 'fitted', 'hand' or a path, got {self.quality_prior!r}")
         if not (self.lr > 0 and self.max_norm > 0):
             raise ValueError(f"lr and max_norm must be > 0, got {self.lr} and {self.max_norm}")
+        from wmrl.wm_controls import WorldModelSpec
+        self.world_model = WorldModelSpec.parse(self.world_model).to_dict() if self.world_model else {}
         self.correction_config()  # fail now, not at step 0, on a misspelt correction knob
 
     def correction_config(self) -> CorrectionConfig:
         "The CorrectionConfig of this run (same seed and anchor fraction for every method)."
         values = {**SMALL_RUN_CORRECTION, **self.correction, "method": self.method, "seed": self.seed,
                   "anchor_fraction": self.anchor_fraction}
+        if self.method == "wmrl_adaptive" and "adaptive_budget" not in self.correction:
+            from wmrl.anchors import anchor_count  # equal total budget: what fixed rho would spend over the run
+            values.update(adaptive_budget=anchor_count(self.tasks_per_step, self.anchor_fraction) * self.steps,
+                          adaptive_steps=self.steps)
         return CorrectionConfig.from_dict(values)
 
     def to_dict(self) -> dict: return asdict(self)
@@ -143,11 +150,16 @@ def suite_world_model(quality_prior: str = "fitted"):
     from wmrl.wm_prior import load_prior
     return StaticWorldModel(quality_prior=load_prior(None if quality_prior == "fitted" else quality_prior))
 
-def predict_rows(world_model, groups) -> tuple[np.ndarray, float]:
-    "(predicted reward per row, world-model seconds) for every row of every group."
+def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]:
+    "(predicted reward per row, world-model seconds) for every row of every group (controls get row keys)."
+    from wmrl.wm_controls import ControlledWorldModel
     jobs = [(g.task, code) for g in groups for code in g.codes]
     with timed() as clock:
-        predictions = world_model.predict(jobs)
+        if isinstance(world_model, ControlledWorldModel):  # its noise is keyed by (seed, step:task, row)
+            keys = [f"{seed}:{g.key}:{i}" for g in groups for i in range(len(g.codes))]
+            predictions = world_model.predict(jobs, keys)
+        else:
+            predictions = world_model.predict(jobs)
     return np.array([p.score for p in predictions], dtype=float), clock.wall_s
 
 # %% ../nbs/330_autoresearch.ipynb #706e6e0b
@@ -203,6 +215,9 @@ class AutoResearchRun:
         step_tasks(len(self.train_tasks), config.tasks_per_step, config.seed, 0)  # validates the sizes
         if world_model is None:
             world_model = suite_world_model(config.quality_prior)
+            if config.world_model:
+                from wmrl.wm_controls import ControlledWorldModel
+                world_model = ControlledWorldModel(world_model, config.world_model)
         self.world_model, self._run_batch, self._pool = world_model, run_batch, None
         self.cache = ExecutionCache(config.cache_path or None)
         self.policy = ProgramPolicy(seed=config.seed)
@@ -241,7 +256,7 @@ def _train_step(self: AutoResearchRun) -> dict:
     groups = sample_groups(self.policy, self.train_tasks, self.train_features, indices, c.seed, step, c.group_size)
     flags = self.corrector.plan([g.key for g in groups], step)
     n_rows = c.group_size * len(groups)
-    predicted, wm_s = (np.full(n_rows, math.nan), 0.0) if c.method == "grpo_real" else predict_rows(self.world_model, groups)
+    predicted, wm_s = (np.full(n_rows, math.nan), 0.0) if c.method == "grpo_real" else predict_rows(self.world_model, groups, c.seed)
     self.ledger.charge(step, "wm_s", wm_s)
     self.ledger.charge(step, "n_predictions", 0 if c.method == "grpo_real" else n_rows)
     real = np.full(n_rows, math.nan)

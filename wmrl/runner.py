@@ -21,15 +21,17 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
+__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'CONTRASTS', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
            'BENCHMARK_COMPARABILITY', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
            'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'seed_std', 'mean_curve',
-           'cost_at_score', 'speedup_at_equal_score', 'load_runs', 'summarize', 'paper_row', 'summarize_benchmark',
+           'cost_at_score', 'speedup_at_equal_score', 'score_at', 'contrast_step', 'grid_contrasts', 'seed_curves',
+           'equal_score', 'load_runs', 'grid_world_model', 'summarize', 'paper_row', 'summarize_benchmark',
            'benchmark_table', 'run_grid', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
            'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../nbs/340_runner.ipynb #194b8ed5
-GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks"}
+GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
+             "method_overrides", "size_note"}
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -41,7 +43,9 @@ def _tag(override: dict) -> str:
     return "__".join(f"{k}={v}" for k, v in sorted(override.items())).replace("/", "_").replace(" ", "")
 
 def expand_grid(grid: dict) -> list[RunSpec]:
-    "methods × seeds × overrides -> RunSpecs (folder `method__seedN[__k=v...]`), checked for bad keys."
+    """methods × seeds × overrides -> RunSpecs (folder `method__seedN[__k=v...]`), checked for bad keys.
+    `method_overrides: {method: {knob: value}}` changes one method's knobs (e.g. dense evaluations for the two
+    methods whose learning curves the equal-score comparison reads) without changing its folder name."""
     if not isinstance(grid, dict):
         raise TypeError(f"a grid must be a mapping, got {type(grid).__name__}")
     if unknown := sorted(set(grid) - GRID_KEYS):
@@ -55,12 +59,16 @@ def expand_grid(grid: dict) -> list[RunSpec]:
     if any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
         raise ValueError(f"seeds must be ints, got {seeds}")
     overrides = grid.get("overrides") or [{}]
+    per_method = grid.get("method_overrides") or {}
+    if not isinstance(per_method, dict) or (stray := sorted(set(per_method) - set(methods))):
+        raise ValueError(f"method_overrides must map methods of the grid to knobs; not in methods: {stray if isinstance(per_method, dict) else per_method}")
     specs = []
     for override in overrides:
         for method in methods:
             for seed in seeds:
                 name = f"{method}__seed{seed}" + (f"__{_tag(override)}" if override else "")
-                specs.append(RunSpec(name, {**grid.get("base", {}), **override, "method": method, "seed": seed}))
+                specs.append(RunSpec(name, {**grid.get("base", {}), **per_method.get(method, {}), **override,
+                                            "method": method, "seed": seed}))
     return specs
 
 def load_grid(path) -> dict:
@@ -164,11 +172,9 @@ def mean_curve(runs: list[dict], field: str) -> dict:
             "cost": [float(np.mean([e[field] for e in evs])) for evs in by_step]}
 
 def cost_at_score(curve: dict, target: float) -> float:
-    "Cost at the first evaluation with mean score >= target (NaN if never)."
-    for score, cost in zip(curve["score"], curve["cost"]):
-        if score >= target:
-            return cost
-    return math.nan
+    "Cost where the mean curve first reaches target, linear between evaluations (NaN if never)."
+    from wmrl.paired import cost_to_target
+    return cost_to_target(curve["cost"], curve["score"], target)
 
 def speedup_at_equal_score(real_runs: list[dict], wmrl_runs: list[dict], field: str) -> tuple[float, str]:
     "(C_grpo(S*) / C_wmrl(S*), explanation); NaN with the reason when it cannot be measured."
@@ -183,7 +189,62 @@ def speedup_at_equal_score(real_runs: list[dict], wmrl_runs: list[dict], field: 
     if cost_ours <= 0:
         return math.nan, f"wmrl's untrained policy already scores >= {target:.2f}: no cost to compare"
     return cost_real / cost_ours, (f"target S* = {target:.2f}; grpo_real {cost_real:.1f}s, wmrl {cost_ours:.1f}s "
-                                   f"of {field} at the first evaluation reaching it")
+                                   f"of {field} where the mean curves first reach it (interpolated)")
+
+# %% ../nbs/340_runner.ipynb #a98e37fa
+CONTRASTS = {  # fixed in advance (issue 12): name -> (first, second); the contrast is first − second, seed by seed
+    "wmrl-mixed_uncorrected": ("wmrl", "mixed_uncorrected"), "debias_only-mixed_uncorrected": ("debias_only", "mixed_uncorrected"),
+    "denoise_only-mixed_uncorrected": ("denoise_only", "mixed_uncorrected"), "mixed_uncorrected-pure_wm": ("mixed_uncorrected", "pure_wm"),
+    "wmrl-anchors_only": ("wmrl", "anchors_only"), "wmrl_adaptive-wmrl": ("wmrl_adaptive", "wmrl")}
+
+def score_at(run: dict, step: int) -> float:
+    "Held-out percentile of a run's evaluation after `step` training steps (NaN if it has none there)."
+    return next((e["heldout_percentile"] for e in run["evals"] if e["steps_done"] == step), math.nan)
+
+def contrast_step(runs: dict[str, list[dict]]) -> int:
+    "The step the contrasts are read at: the last one every run of the grid evaluates."
+    common = set.intersection(*[{e["steps_done"] for e in r["evals"]} for rs in runs.values() for r in rs])
+    return max(common)
+
+def grid_contrasts(runs: dict[str, list[dict]], step: int, n_boot: int = 10000) -> dict:
+    "Every fixed contrast, paired by seed at `step` (NaN with `why_nan` where a method is missing)."
+    from wmrl.paired import paired_contrast
+    by_seed = {m: {r["config"]["seed"]: score_at(r, step) for r in rs} for m, rs in runs.items()}
+    out = {}
+    for name, (first, second) in CONTRASTS.items():
+        if first in by_seed and second in by_seed:
+            out[name] = {**paired_contrast(by_seed[first], by_seed[second], n_boot), "step": step}
+        else:
+            out[name] = {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "seeds": [],
+                         "step": step, "why_nan": f"the grid has no {first if first not in by_seed else second} runs"}
+    return out
+
+# %% ../nbs/340_runner.ipynb #12750531
+def seed_curves(runs: list[dict], field: str) -> dict:
+    "{seed: {'cost': cumulative `field` per evaluation, 'score': held-out percentile}} (evaluations in step order)."
+    return {r["config"]["seed"]: {"cost": [e[field] for e in r["evals"]], "score": [e["heldout_percentile"] for e in r["evals"]]}
+            for r in runs}
+
+def equal_score(runs: dict[str, list[dict]], other: str = "wmrl", reference: str = "grpo_real", n_boot: int = 2000,
+                fractions=None) -> tuple[dict, list[dict]]:
+    "(headline at the reference's final score, sweep over targets): sandbox-CPU and total-compute ratios with paired CIs."
+    from wmrl.paired import TARGET_FRACTIONS, ratio_at_equal_score
+    keys = ("target", "sandbox_ratio", "sandbox_ci_low", "sandbox_ci_high", "total_ratio", "total_ci_low", "total_ci_high")
+    if reference not in runs or other not in runs:
+        why = f"needs both {reference} and {other} runs"
+        return {**dict.fromkeys(keys, math.nan), "why_sandbox_ratio": why, "why_total_ratio": why}, []
+    rows = []
+    for fraction in [1.0, *(fractions if fractions is not None else TARGET_FRACTIONS)]:
+        row = {"fraction": fraction}
+        for prefix, field in (("sandbox", "sandbox_cpu_s"), ("total", "total_compute_s")):
+            result = ratio_at_equal_score(seed_curves(runs[reference], field), seed_curves(runs[other], field), fraction, n_boot)
+            row.update({"target": result["target"], f"{prefix}_ratio": result["ratio"], f"{prefix}_ci_low": result["ci_low"],
+                        f"{prefix}_ci_high": result["ci_high"], f"{prefix}_share_not_reached": result.get("share_not_reached", math.nan),
+                        "seeds": result["seeds"]})
+            if "why_ratio" in result:
+                row[f"why_{prefix}_ratio"] = result["why_ratio"]
+        rows.append(row)
+    return rows[0], rows[1:]
 
 # %% ../nbs/340_runner.ipynb #032d6f87
 PAPER_ROWS = {  # method: {column: value}; MLE/DS Avg percentile, GPU-h (Table 1); ablations (Table 2)
@@ -224,17 +285,45 @@ def _method_summary(runs: list[dict]) -> dict:
             "sandbox_seconds": mean("sandbox_cpu_s"), "wm_seconds": mean("wm_s"), "update_seconds": mean("update_s"),
             "total_compute_seconds": mean("total_compute_s"), "executions": mean("n_executions"),
             "cache_hits": mean("n_cache_hits"), "eval_sandbox_seconds": mean("eval_sandbox_cpu_s"),
-            "seeds": sorted(r["config"]["seed"] for r in runs), "paper": PAPER_ROWS.get(runs[0]["config"]["method"], {})}
+            "seeds": sorted(r["config"]["seed"] for r in runs), "paper": PAPER_ROWS.get(runs[0]["config"]["method"], {}),
+            **_update_summary(runs)}
+
+def _update_summary(runs: list[dict]) -> dict:
+    "What the correction did, over all steps of all seeds: anchor groups, update norm (mean, sd), weight, out-of-sample s²."
+    history = [h for r in runs for h in r["history"]]
+    get = lambda key: np.array([h.get(key, math.nan) for h in history], dtype=float)
+    finite_mean = lambda values: float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+    norms = get("grad_norm")
+    return {"anchor_groups_per_run": float(get("corr_n_anchor_groups").sum() / len(runs)),
+            "update_norm_mean": finite_mean(norms), "update_norm_sd": float(np.nanstd(norms, ddof=1)) if norms.size > 1 else math.nan,
+            "anchor_weight_mean": finite_mean(get("corr_anchor_weight")), "s2_out_of_sample_mean": finite_mean(get("corr_s2_oos_step_mean"))}
+
+def grid_world_model(runs: dict[str, list[dict]]) -> dict:
+    "The one world model every run of the grid used ({'name': 'static'} for runs from before the controls)."
+    specs = {json.dumps(r["config"].get("world_model") or {"name": "static"}, sort_keys=True) for rs in runs.values() for r in rs}
+    if len(specs) != 1:
+        raise ValueError(f"runs of one grid must share a world model, found {sorted(specs)}")
+    return json.loads(specs.pop())
 
 def summarize(runs_dir) -> dict:
     "Per-method results and the two equal-score speedups (WMRL vs grpo_real)."
     runs = load_runs(runs_dir)
     if not runs:
         raise ValueError(f"no finished runs (metrics.json) under {runs_dir}")
-    summary = {"methods": {m: _method_summary(r) for m, r in sorted(runs.items())},
-               "equal_score_definition": ("S* = grpo_real's final held-out percentile (mean over seeds); a method's cost "
-                                          "is its mean cumulative training compute at its first evaluation whose "
-                                          "seed-mean percentile is >= S*; speedup = cost(grpo_real) / cost(wmrl)."),
+    step = contrast_step(runs)
+    headline, sweep = equal_score(runs)
+    summary = {"methods": {m: _method_summary(r) for m, r in sorted(runs.items())}, "world_model": grid_world_model(runs),
+               "contrast_step": step, "contrasts": grid_contrasts(runs, step), "equal_score": headline,
+               "ratio_vs_target": sweep,
+               "contrast_definition": ("first − second in points of held-out percentile, seed by seed at contrast_step "
+                                       "(the last step every run evaluates); mean, paired-bootstrap 95% CI (10,000 "
+                                       "resamples of seeds), two-sided paired t-test p."),
+               "equal_score_definition": ("S* = grpo_real's final held-out percentile (seed-mean curve); a method's cost "
+                                          "is its seed-mean cumulative training compute where its seed-mean curve first "
+                                          "reaches the target, linear between evaluations; ratio = cost(grpo_real) / "
+                                          "cost(wmrl). CI: 2,000 paired bootstrap resamples of seeds, the target "
+                                          "recomputed in each; a resample where wmrl never reaches it counts as 0. "
+                                          "ratio_vs_target: the same at 50-100% of grpo_real's gain over step 0."),
                "comparability": COMPARABILITY}
     for key, field in (("speedup_sandbox_seconds_at_equal_score", "sandbox_cpu_s"),
                        ("speedup_total_compute_at_equal_score", "total_compute_s")):
@@ -343,7 +432,7 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     from tqdm.auto import tqdm
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    specs = expand_grid(grid)
+    specs = sorted(expand_grid(grid), key=lambda spec: spec.params["seed"])  # seed-major: a cut-short grid keeps whole pairs
     if grid.get("tasks"):
         from wmrl.autoresearch import resolve_tasks
         resolve_tasks(grid["tasks"], grid.get("base", {}).get("suite_dir", ""))  # build once, cached

@@ -20,8 +20,9 @@ import numpy as np
 from .wm_verdicts import CHECKS, Prediction, check_for_outcome, error_type_of
 
 # %% auto #0
-__all__ = ['Case', 'execute_cases', 'load_cases', 'save_cases', 'check_table', 'status_confusion', 'cross_fitted_calibration',
-           'within_group_spearman', 'reliability', 'FidelityReport', 'fidelity_report']
+__all__ = ['ANATOMY_PARTS', 'Case', 'execute_cases', 'load_cases', 'save_cases', 'check_table', 'status_confusion',
+           'cross_fitted_calibration', 'within_group_spearman', 'reliability', 'FidelityReport', 'fidelity_report',
+           'error_anatomy']
 
 # %% ../nbs/240_wm_fidelity.ipynb #22242234
 @dataclass(frozen=True)
@@ -164,3 +165,40 @@ def fidelity_report(cases: Sequence[Case], world_model=None, predictions: Sequen
                           within_group_spearman([c.group for c in cases], predicted, real), reliability(predicted, real),
                           reliability(calibrated, real), int(sum(p.fallbacks for p in predictions)), len(cases),
                           predicted.tolist(), real.tolist())
+
+# %% ../nbs/240_wm_fidelity.ipynb #f9983dee
+ANATOMY_PARTS = ("offset", "monotone", "blind_spot", "false_alarm", "ranking_noise", "wrong_rung")
+
+def _task_centred(values: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    "values minus their task's mean."
+    _, codes = np.unique(tasks, return_inverse=True)
+    means = np.bincount(codes, weights=values) / np.bincount(codes)
+    return values - means[codes]
+
+def _loto_calibrated(predicted: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    "f_{-t}(p) for each case: an isotonic map fitted on every other task's pairs (identity if they have < 2 values)."
+    from wmrl.debias import isotonic_fit
+    out = predicted.copy()
+    for task in np.unique(tasks):
+        rest = tasks != task
+        if np.unique(predicted[rest]).size >= 2:
+            out[~rest] = isotonic_fit(predicted[rest], real[rest])(predicted[~rest])
+    return out
+
+def error_anatomy(tasks, predicted, real, predicted_ok, real_ok) -> dict:
+    "Shares of the squared error: offset, monotone (leave one task out), blind spots, false alarms, ranking, rung."
+    from wmrl.debias import isotonic_fit
+    tasks, p, r = np.asarray(tasks), np.asarray(predicted, float), np.asarray(real, float)
+    p_ok, r_ok = np.asarray(predicted_ok, bool), np.asarray(real_ok, bool)
+    total = float(np.mean((p - r) ** 2))
+    centred = _task_centred(p - r, tasks)
+    residual = _task_centred(_loto_calibrated(p, r, tasks) - r, tasks)
+    in_sample = _task_centred(isotonic_fit(p, r)(p) - r, tasks)
+    classes = {"blind_spot": p_ok & ~r_ok, "false_alarm": ~p_ok & r_ok, "ranking_noise": p_ok & r_ok,
+               "wrong_rung": ~p_ok & ~r_ok}
+    parts = {"offset": total - np.mean(centred**2), "monotone": np.mean(centred**2) - np.mean(residual**2),
+             **{name: np.sum(residual[mask] ** 2) / len(p) for name, mask in classes.items()}}
+    return {"mse": total, "n": len(p), "shares": {k: float(v / total) for k, v in parts.items()},
+            "monotone_share_in_sample": float((np.mean(centred**2) - np.mean(in_sample**2)) / total),
+            "monotone_share_of_centred": float(parts["monotone"] / np.mean(centred**2)),
+            "counts": {name: int(mask.sum()) for name, mask in classes.items()}}

@@ -1,0 +1,77 @@
+"""The summary.json contract of issue 12 on a synthetic grid folder: world_model, paired contrasts with bootstrap CI
+and t-test p, the equal-score headline and the ratio-vs-target sweep, NaN only with a `why_...` key beside it."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from wmrl.runner import CONTRASTS, summarize
+
+EQUAL_KEYS = ("target", "sandbox_ratio", "sandbox_ci_low", "sandbox_ci_high", "total_ratio", "total_ci_low",
+              "total_ci_high")
+
+
+def write_run(folder, method, seed, steps, costs, scores, world_model=None):
+    evals = [{"steps_done": s, "heldout_percentile": x, "sandbox_cpu_s": c, "total_compute_s": 1.1 * c,
+              "per_category": {}} for s, c, x in zip(steps, costs, scores)]
+    history = [{"step": s, "grad_norm": 1.0 + 0.1 * s, "corr_n_anchor_groups": 1.0, "corr_anchor_weight": 1.0,
+                "corr_s2_oos_step_mean": 0.5} for s in range(steps[-1])]
+    totals = {k: 1.0 for k in ("sandbox_cpu_s", "wm_s", "update_s", "total_compute_s", "n_executions", "n_cache_hits",
+                               "eval_sandbox_cpu_s")}
+    metrics = {"config": {"method": method, "seed": seed, "world_model": world_model or {}}, "evals": evals,
+               "history": history, "totals": totals, "final_heldout_percentile": scores[-1], "final_per_category": {}}
+    (folder / f"{method}__seed{seed}").mkdir()
+    (folder / f"{method}__seed{seed}" / "metrics.json").write_text(json.dumps(metrics))
+
+
+def nan_has_reason(container: dict, where: str):
+    for key, value in container.items():
+        if isinstance(value, float) and math.isnan(value):
+            assert any(k.startswith("why") for k in container), f"{where}.{key} is NaN without a why_ key"
+
+
+@pytest.fixture
+def grid(tmp_path):
+    rng = np.random.default_rng(0)
+    for seed in range(5):
+        shared = rng.normal(0, 4.7)  # evaluation noise every method of a seed shares
+        start = 20 + shared
+        write_run(tmp_path, "grpo_real", seed, [0, 2, 4, 6, 8, 10], [0, 40, 80, 120, 160, 200],
+                  [start + 3.5 * s + rng.normal(0, 1) for s in (0, 2, 4, 6, 8, 10)])
+        write_run(tmp_path, "wmrl", seed, list(range(0, 21, 2)), [4 * s for s in range(0, 21, 2)],
+                  [start + 2.2 * s + rng.normal(0, 1) for s in range(0, 21, 2)])
+        for method, gain in (("mixed_uncorrected", 20), ("pure_wm", 15)):
+            write_run(tmp_path, method, seed, [0, 10], [0, 40], [start, start + gain + rng.normal(0, 1.6)])
+    return tmp_path
+
+
+def test_summary_has_the_contract_keys_and_reasons_for_every_nan(grid):
+    summary = json.loads(json.dumps(summarize(grid)))
+    assert summary["world_model"] == {"name": "static"}
+    assert summary["contrast_step"] == 10
+    assert set(summary["contrasts"]) == set(CONTRASTS)
+    for name, contrast in summary["contrasts"].items():
+        assert {"mean", "ci_low", "ci_high", "p", "seeds"} <= set(contrast)
+        nan_has_reason(contrast, name)
+    measured = summary["contrasts"]["mixed_uncorrected-pure_wm"]
+    assert measured["seeds"] == [0, 1, 2, 3, 4] and 0 < measured["ci_low"] < measured["ci_high"] and measured["p"] < 0.01
+    assert abs(measured["mean"] - 5) < 3  # the true effect is 5 points
+    assert "why_nan" in summary["contrasts"]["wmrl-anchors_only"]  # no anchors_only runs in this grid
+    assert set(EQUAL_KEYS) <= set(summary["equal_score"])
+    nan_has_reason(summary["equal_score"], "equal_score")
+    headline = summary["equal_score"]
+    assert headline["sandbox_ci_low"] <= headline["sandbox_ratio"] <= headline["sandbox_ci_high"]
+    # grpo_real gains 35 points at 20 s a step; wmrl gains 2.2 a step at 2 s a step: ~10/2.2·35/... ≈ 3.2×
+    assert 2.0 < headline["sandbox_ratio"] < 5.0
+    assert len(summary["ratio_vs_target"]) == 11
+    for row in summary["ratio_vs_target"]:
+        assert set(EQUAL_KEYS) <= set(row)
+        nan_has_reason(row, "ratio_vs_target")
+    assert summary["methods"]["wmrl"]["anchor_groups_per_run"] == 20.0  # per-method keys stay, new ones added
+
+
+def test_a_grid_mixing_world_models_is_refused(grid):
+    write_run(grid, "debias_only", 0, [0, 10], [0, 40], [20, 40], world_model={"name": "static+monotone", "B": 0.2})
+    with pytest.raises(ValueError, match="share a world model"):
+        summarize(grid)
