@@ -12,7 +12,7 @@ SIZE ?= full
 AUTORESEARCH_SIZE ?= $(SIZE)
 OUT ?= reproductions/runs/latest
 
-.PHONY: setup setup-system reproduce test lab index
+.PHONY: setup setup-system reproduce test lab index docs
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -43,9 +43,14 @@ test: setup
 	$(BIN)/nbdev-export
 	@test -z "$$(git status --porcelain -- wmrl)" || { git status --short -- wmrl; echo "wmrl/ differs from nbs/: never edit wmrl/ by hand; run nbdev-export and commit"; exit 1; }
 	$(BIN)/nbdev-test --n-workers 2 --timing
-	$(BIN)/ruff check wmrl tests reproductions
+	$(BIN)/ruff check wmrl tests reproductions docs
 	rc=0; $(PY) -m pytest -q --durations=15 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index)
+DOCS_OUT ?= docs/_build
+docs: setup
+	$(PY) docs/build.py --out $(DOCS_OUT)
 
 ## lab: JupyterLab on the notebooks
 lab: setup

@@ -1,0 +1,172 @@
+"""Build the kit's reading site: every notebook as an HTML page, the teaching chapters executed so their tables and
+figures are there to read without running anything, and a home page with the reading path.
+
+    python docs/build.py                 # -> docs/_build/index.html (the teaching chapters executed)
+    python docs/build.py --execute all   # every notebook executed (as nbdev-test runs them: slow/gpu cells skipped)
+    python docs/build.py --out DIR --only 060_bandit 030_debias
+
+Notebooks run with nbdev's own engine (execnb's CaptureShell, the one `nbdev-test` uses), in their own folder so
+relative paths resolve as in JupyterLab, each in a fresh process. nbconvert turns the executed copies into pages;
+`#|` directives are dropped from the rendered source. Nothing under nbs/ is written.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS = ROOT / "nbs"
+
+# The reading path: (part title, why it is there, chapter name prefixes in reading order).
+PATH = [
+    ("1. Why", "the toy bandit: what a biased world model costs, and what the corrections buy back",
+     ["060_", "070_"]),
+    ("2. The method", "advantages, anchors, debiasing, denoising and the correction step that joins them",
+     ["010_", "020_", "030_", "040_", "050_"]),
+    ("3. Execution and grading", "task folders, metrics and leaderboards, pools of real executions",
+     ["100_", "110_", "130_"]),
+    ("4. The world model", "eight checks with strict verdicts, prompts, the static tier, backends, fidelity",
+     ["200_", "210_", "220_", "230_", "240_", "250_", "260_"]),
+    ("5. AutoResearch", "the whole loop on CPU: a task suite, a program-writing policy, a ledger, a grid",
+     ["300_", "310_", "320_", "330_", "340_"]),
+    ("6. Full scale", "TRL, resource plans, MLE-Dojo, DSBench and the embodied track",
+     ["400_", "410_", "430_", "500_", "510_", "520_", "6"]),
+    ("Appendix: engineering", "settings, benchmarks of the core, the sandbox internals, Ray, the command line",
+     ["000_", "055_", "120_", "140_", "420_", "900_"]),
+]
+# Chapters executed by default: fast, and the ones whose figures a reader looks for first.
+TEACHING = ["010_advantages", "020_anchors", "030_debias", "040_denoise", "050_correction", "060_bandit",
+            "330_autoresearch"]
+
+
+def execute(path: Path) -> tuple[dict, float]:
+    "Run one notebook as nbdev-test does (its skip flags honoured) and return it with its outputs, and the seconds."
+    from execnb.shell import CaptureShell
+    from fastcore.foundation import working_directory
+    from nbdev.config import get_config
+    from nbdev.process import NBProcessor
+    from nbdev.test import _skip_cell  # nbdev's own rule for cells `nbdev-test` leaves out (slow, gpu, eval: false)
+
+    flags = get_config(path.parent).tst_flags
+    nb = NBProcessor(path, rm_directives=False, process=True).nb
+    start = time.time()
+    with working_directory(path.parent):
+        CaptureShell(path).run_all(nb, exc_stop=True, preproc=_skip_cell(nb, flags.split() if isinstance(flags, str) else flags))
+    return nb, time.time() - start
+
+
+def _page_body(nb) -> dict:
+    "The notebook as plain nbformat JSON with directive lines (`#| export`, ...) dropped from the shown source."
+    import json
+    data = json.loads(json.dumps(nb, default=dict))
+    keep = {"code": ("cell_type", "id", "metadata", "source", "outputs", "execution_count"),
+            "markdown": ("cell_type", "id", "metadata", "source", "attachments"), "raw": ("cell_type", "id", "metadata", "source")}
+    cells = []
+    for cell in data["cells"]:
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        cell["source"] = "\n".join(line for line in text.splitlines() if not line.startswith("#|")).strip("\n")
+        cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items() if k == "tags"}  # drop execnb timings
+        if cell["cell_type"] == "code":
+            cell.setdefault("outputs", []); cell.setdefault("execution_count", None)
+        cells.append({k: cell[k] for k in keep[cell["cell_type"]] if k in cell})
+    kernel = {"name": "python3", "display_name": "python3", "language": "python"}
+    return {"cells": cells, "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def render(name: str, out: Path, run: bool) -> tuple[str, float, bool]:
+    "Write out/NAME.html; executed first when `run`. Returns (name, seconds, executed)."
+    import nbformat
+    from fastcore.nbio import read_nb
+    from nbconvert import HTMLExporter
+    path = NBS / f"{name}.ipynb"
+    nb, seconds = execute(path) if run else (read_nb(path), 0.0)
+    page = nbformat.from_dict(_page_body(nb))
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": name}})
+    (out / f"{name}.html").write_text(body)
+    return name, seconds, run
+
+
+def chapter_title(name: str) -> str:
+    "The notebook's `# Title` line, which every chapter starts with."
+    import json
+    cells = json.loads((NBS / f"{name}.ipynb").read_text())["cells"]
+    first = "".join(cells[0]["source"]) if cells else ""
+    return next((line.lstrip("# ").strip() for line in first.splitlines() if line.startswith("# ")), name)
+
+
+def reading_path(names: list[str]) -> list[tuple[str, str, list[str]]]:
+    "Parts of the reading path with the chapters present; chapters no part names go to a last part."
+    placed, parts = set(), []
+    for title, why, prefixes in PATH:
+        chapters = [n for prefix in prefixes for n in names if n.startswith(prefix) and n not in placed]
+        placed.update(chapters)
+        parts.append((title, why, chapters))
+    rest = [n for n in names if n not in placed and n != "index"]
+    return parts + ([("Other chapters", "", rest)] if rest else [])
+
+
+def index_page(names: list[str], executed: set[str]) -> str:
+    "The home page: what the kit is, then the chapters in reading order, marking those shown with their outputs."
+    rows = []
+    for title, why, chapters in reading_path(names):
+        items = "".join(f'<li><a href="{n}.html">{html.escape(chapter_title(n))}</a> <code>{n}</code>'
+                        f'{" &middot; <em>with outputs</em>" if n in executed else ""}</li>' for n in chapters)
+        rows.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(why)}</p><ol>{items}</ol>")
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>wmrl: start here</title>"
+            "<style>body{font-family:system-ui,sans-serif;max-width:56rem;margin:2rem auto;line-height:1.5}"
+            "code{color:#555}</style></head><body><h1>wmrl: World Model RL, notebook by notebook</h1>"
+            "<p><strong>Start here.</strong> Read the parts in order: the bandit shows why a world model needs "
+            "correcting, the method chapters build the correction, and the later parts run it on real executions. "
+            "The project's <a href='readme.html'>README</a> has the measured results and the commands.</p>"
+            + "".join(rows) + "</body></html>")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="docs/build.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "_build", help="output folder (default docs/_build)")
+    parser.add_argument("--execute", choices=["teaching", "all", "none"], default="teaching",
+                        help="which chapters run before rendering (default: the teaching chapters)")
+    parser.add_argument("--only", nargs="*", default=None, help="render only these chapters (names without .ipynb)")
+    parser.add_argument("--workers", type=int, default=2, help="notebooks rendered at once (default 2)")
+    args = parser.parse_args(argv)
+    names = sorted(p.stem for p in NBS.glob("[0-9]*.ipynb"))
+    unknown = sorted(set(args.only or []) - set(names))
+    if unknown:
+        print(f"docs/build.py: no chapter {unknown[0]!r} in nbs/; chapters are named like {names[0]!r}", file=sys.stderr)
+        return 2
+    chosen = args.only or names
+    run = {n: args.execute == "all" or (args.execute == "teaching" and n in TEACHING) for n in chosen}
+    args.out.mkdir(parents=True, exist_ok=True)
+    from tqdm.auto import tqdm
+    failed = []
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter per chapter, as nbdev-test gives each one
+    with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=context, max_tasks_per_child=1) as pool:
+        futures = {n: pool.submit(render, n, args.out, run[n]) for n in sorted(chosen, key=lambda n: not run[n])}
+        for name, future in tqdm(futures.items(), desc="chapters", unit="nb"):
+            try:
+                future.result()
+            except Exception as error:  # a failing chapter is reported by name; the others still build
+                failed.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+    render_readme(args.out)
+    (args.out / "index.html").write_text(index_page(names, {n for n in chosen if run[n]} - {f.split(':')[0] for f in failed}))
+    for line in failed:
+        print(f"docs/build.py: chapter failed to build: {line}", file=sys.stderr)
+    print(f"docs: {args.out / 'index.html'} ({len(chosen) - len(failed)} chapters, {sum(run.values())} executed)")
+    return 1 if failed else 0
+
+
+def render_readme(out: Path) -> None:
+    "README.md as readme.html (through nbs/index.ipynb, which holds the same text)."
+    import nbformat
+    from nbconvert import HTMLExporter
+    page = nbformat.read(NBS / "index.ipynb", as_version=4)
+    (out / "readme.html").write_text(HTMLExporter(template_name="lab").from_notebook_node(page)[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

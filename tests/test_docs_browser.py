@@ -1,0 +1,69 @@
+"""What a reader meets first, in a real browser: the built docs show figures without running anything, and a
+notebook from nbs/ opens in JupyterLab with its kernel, no "Select Kernel" dialog.
+
+`make docs` builds the site from the repository as it is (the teaching chapters executed by nbdev's engine); the
+pages are served on 127.0.0.1 and opened in Debian chromium through Playwright. Screenshots land in
+$WMRL_BROWSER_SHOTS when it is set (docs/screenshots/ holds the committed ones). Skips loudly without chromium.
+"""
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from browser_support import chromium_page, copy_tree_notebook, jupyter_lab, needs_chromium, shots_dir, static_server
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURE_PAGES = ["060_bandit", "030_debias", "330_autoresearch"]  # the reading path's first figure of each part
+
+
+def test_every_notebook_names_its_kernel():
+    "JupyterLab asks 'Select Kernel' for a notebook with no kernelspec; nbdev-clean keeps the key once it is there."
+    for path in sorted([*ROOT.glob("nbs/*.ipynb"), *ROOT.glob("reproductions/*.ipynb")]):
+        kernel = json.loads(path.read_text())["metadata"].get("kernelspec", {})
+        assert kernel.get("name") == "python3", f"{path.relative_to(ROOT)} names no python3 kernel: {kernel}"
+
+
+@pytest.fixture(scope="module")
+def site():
+    out = Path(tempfile.mkdtemp(prefix="wmrl-docs-"))
+    try:
+        done = subprocess.run(["make", "-s", "docs", f"DOCS_OUT={out}"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=1200)
+        assert done.returncode == 0, f"make docs failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.mark.parametrize("page_name", FIGURE_PAGES)
+@needs_chromium
+def test_docs_page_shows_a_figure(site, page_name):
+    with static_server(site) as url, chromium_page() as page:
+        page.goto(url + "index.html")
+        page.click(f"a[href='{page_name}.html']")  # reached from the home page's reading path, as a reader would
+        page.wait_for_load_state("load")
+        figures = page.locator("img[src^='data:image/png']")
+        assert figures.count() >= 1, f"{page_name}.html shows no figure"
+        figures.first.scroll_into_view_if_needed()
+        width = figures.first.evaluate("img => img.complete ? img.naturalWidth : 0")
+        assert width > 100, f"the first figure of {page_name}.html did not decode (width {width})"
+        assert figures.first.is_visible()
+        figures.first.screenshot(path=str(shots_dir(site) / f"docs_{page_name}_figure.png"))
+
+
+@needs_chromium
+def test_notebook_opens_with_its_kernel_and_no_dialog():
+    root = Path(tempfile.mkdtemp(prefix="wmrl-lab-"))
+    try:
+        copy_tree_notebook(ROOT / "nbs" / "030_debias.ipynb", root)
+        with jupyter_lab(root) as url, chromium_page() as page:
+            page.goto(url + "lab/tree/030_debias.ipynb")
+            page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5", timeout=90_000)
+            page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=90_000)  # its kernel runs
+            dialogs = page.locator(".jp-Dialog")
+            assert dialogs.count() == 0, f"a dialog opened: {dialogs.first.inner_text()[:200]}"
+            page.screenshot(path=str(shots_dir(root) / "lab_030_debias_opened.png"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
