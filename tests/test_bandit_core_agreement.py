@@ -89,3 +89,15 @@ def test_lanes_do_not_interact():
     together = simulate(problem, BanditConfig(seeds=3, steps=120, log_every=40, variants=("pure_wm", "wmrl", "grpo_real")))
     np.testing.assert_allclose(alone.gap[:, 0], together.gap[:, 1], atol=1e-12)
     np.testing.assert_allclose(alone.theta[0], together.theta[1], atol=1e-12)
+
+
+def test_bias_corrected_weighter_matches_core():
+    rng = np.random.default_rng(5)
+    stream = rng.uniform(0.05, 2.0, 200)
+    skipped = rng.uniform(size=200) < 0.2
+    core = AnchorWeighter(half_life=16, warmup=10, w_max=4.0, target_weight=2.0, scale="bias_corrected")
+    ours = BatchWeighter(1, half_life=16, warmup=10, w_max=4.0, target_weight=2.0, bias_corrected=True)
+    for value, skip in zip(stream, skipped):
+        core.observe(np.nan if skip else value)
+        ours.push(np.array([value]), np.array([not skip]))
+        assert ours.weight()[0] == pytest.approx(core.weight(), abs=1e-12)

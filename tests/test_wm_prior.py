@@ -170,9 +170,38 @@ def test_cli_reproduces_the_shipped_file(tmp_path, capsys):
     if folder is None: pytest.skip("the suite's training tasks are not built under the tasks_dir setting")
     assert cli_fit_prior(["--out", str(tmp_path / "p.json"), "--tasks-dir", str(folder)]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert (tmp_path / "p.json").read_bytes() == SHIPPED.read_bytes()
-    assert summary["content_hash"] == json.loads(SHIPPED.read_text())["content_hash"]
+    refit, shipped = json.loads((tmp_path / "p.json").read_text()), json.loads(SHIPPED.read_text())
+    # Across machines the suite's reference populations (and so the prior) can differ in the last printed digit
+    # (BLAS and libm round-off); the prior must agree within a tolerance far below what any rule reads from it.
+    assert_close_json(refit, shipped, tolerance=2e-3, skip=("content_hash",))  # measured here: up to 8e-4 (knn on regression tasks)
     assert summary["ranking"]["binary"][-1]["family"] == "baseline"
+    load_prior(tmp_path / "p.json")  # the refitted file is a valid, hash-checked prior of its own
+
+
+def assert_close_json(first, second, tolerance: float, skip=(), path="") -> None:
+    "Same structure, same strings and integers, floats within `tolerance` (absolute)."
+    assert type(first) is type(second) or {type(first), type(second)} <= {int, float}, path
+    if isinstance(first, dict):
+        assert set(first) == set(second), (path, set(first) ^ set(second))
+        for key in first:
+            if key not in skip:
+                assert_close_json(first[key], second[key], tolerance, skip, f"{path}/{key}")
+    elif isinstance(first, list):
+        assert len(first) == len(second), path
+        for i, (a, b) in enumerate(zip(first, second)):
+            assert_close_json(a, b, tolerance, skip, f"{path}[{i}]")
+    elif isinstance(first, float) or isinstance(second, float):
+        assert abs(first - second) <= tolerance, (path, first, second)
+    else:
+        assert first == second, (path, first, second)
+
+
+def test_json_tolerance_helper_can_fail():
+    with pytest.raises(AssertionError):
+        assert_close_json({"a": [0.1, 0.2]}, {"a": [0.1, 0.2002]}, tolerance=1e-4)
+    with pytest.raises(AssertionError):
+        assert_close_json({"a": "x"}, {"a": "y"}, tolerance=1e-4)
+    assert_close_json({"a": [0.1, 0.2]}, {"a": [0.1, 0.20005]}, tolerance=1e-4)
 
 
 # ---- properties --------------------------------------------------------------------------------------------

@@ -277,6 +277,8 @@ def _train_step(self: AutoResearchRun) -> dict:
         norm = self.policy.update(self.policy.grad_log_prob(programs, phi, coefficients), c.lr, c.max_norm) \
             if np.any(coefficients != 0) else 0.0
     self.ledger.charge(step, "update_s", clock.wall_s)
+    self.last_step = {"group": group_ids, "anchor": result.anchor_rows, "predicted": predicted, "real": real,
+                      "trained_reward": result.rewards, "advantage": result.advantages, "multiplier": result.multipliers}
     return _log_row(self, step, groups, predicted, real, result, statuses, norm)
 
 def _log_row(self, step, groups, predicted, real, result, statuses, norm) -> dict:

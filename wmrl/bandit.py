@@ -179,6 +179,8 @@ class BanditConfig:
     warmup: int = 32  # anchor groups before the weighter's constant c is frozen
     w_max: float = 4.0  # largest anchor weight
     target_weight: float = 2.0  # anchor weight at the end of warm-up
+    s2_rule: str = "out_of_sample"  # s² with the map from before this step's pairs; "in_sample": after (release)
+    weight_scale: str = "bias_corrected"  # EMA of s²: "bias_corrected" (default) or "official" (first value starts it)
     log_every: int = 20  # steps between logged points
     variants: tuple = VARIANTS
     seed: int = 0
@@ -204,6 +206,9 @@ class BanditConfig:
             raise ValueError(f"step_size must be > 0, got {self.step_size}")
         if self.corruption in ("monotone", "unpredictable") and not 0 <= self.bias <= 0.25:
             raise ValueError(f"bias must be in [0, 0.25] for the {self.corruption} corruption (g stays monotone), got {self.bias}")
+        if self.s2_rule not in ("out_of_sample", "in_sample") or self.weight_scale not in ("bias_corrected", "official"):
+            raise ValueError(f"s2_rule must be out_of_sample/in_sample and weight_scale bias_corrected/official, "
+                             f"got {self.s2_rule!r}, {self.weight_scale!r}")
         if self.noise < 0:
             raise ValueError(f"noise must be >= 0, got {self.noise}")
 
@@ -345,21 +350,27 @@ def batch_disagreement(calibrated: np.ndarray, real: np.ndarray) -> tuple[np.nda
 class BatchWeighter:
     "The anchor weight w = clip(1 + c·EMA(s²), 1, w_max) for L lanes; c frozen once after warm-up."
     def __init__(self, n_lanes: int, half_life: float = 64.0, warmup: int = 32, w_max: float = 4.0,
-                 target_weight: float = 2.0):
+                 target_weight: float = 2.0, bias_corrected: bool = False):
         if w_max < 1 or not 1 <= target_weight <= w_max:
             raise ValueError(f"need 1 <= target_weight <= w_max, got target {target_weight}, w_max {w_max}")
         self.alpha = 1.0 - 0.5 ** (1.0 / max(1.0, half_life))
         self.warmup, self.w_max, self.target_weight = warmup, w_max, target_weight
         self.ema = np.zeros(n_lanes)
+        self.raw = np.zeros(n_lanes)  # the zero-started EMA behind the bias-corrected one
+        self.bias_corrected = bias_corrected
         self.n = np.zeros(n_lanes, int)
         self.c = np.full(n_lanes, np.nan)
 
     def push(self, s2: np.ndarray, ok: np.ndarray) -> None:
-        "One disagreement per lane (skipped where ok is False); the first value starts the EMA."
+        "One disagreement per lane (skipped where ok is False); official: the first value starts the EMA."
         s2 = np.nan_to_num(s2)
-        updated = np.where(self.n == 0, s2, (1 - self.alpha) * self.ema + self.alpha * s2)
-        self.ema = np.where(ok, updated, self.ema)
         self.n = self.n + ok
+        if self.bias_corrected:  # as wmrl.denoise.ExponentialAverage(bias_corrected=True)
+            self.raw = np.where(ok, (1 - self.alpha) * self.raw + self.alpha * s2, self.raw)
+            self.ema = np.where(self.n > 0, self.raw / (1 - (1 - self.alpha) ** np.maximum(self.n, 1)), 0.0)
+        else:
+            updated = np.where(self.n == 1, s2, (1 - self.alpha) * self.ema + self.alpha * s2)
+            self.ema = np.where(ok, updated, self.ema)
         ready = np.isnan(self.c) & (self.n >= self.warmup) & (self.ema > 1e-12)
         self.c = np.where(ready, (self.target_weight - 1) / np.maximum(self.ema, 1e-12), self.c)
 
@@ -452,6 +463,7 @@ def _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, 
     real = real_outcomes(config, expected, stream["outcome_uniform"])
     predicted = predict_rewards(config, expected, arms, stream["normals"], stream["imagined_uniform"])
     anchors = stream["anchors"]
+    before = calibrator.apply(predicted) if config.s2_rule == "out_of_sample" else None  # the map before the pairs
     pair_rows = np.broadcast_to((anchors & debias[:, None])[..., None], predicted.shape)
     if pair_rows.any():
         lane_of_row = np.broadcast_to(lanes[:, None, None], predicted.shape)
@@ -460,7 +472,7 @@ def _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, 
     use_real = ~uses_wm[:, None] | (anchors & uses_anchors[:, None])
     rewards = np.where(use_real[..., None], real, calibrated)
     if denoise.any():
-        s2, ok = batch_disagreement(calibrated, real)
+        s2, ok = batch_disagreement(calibrated if before is None else before, real)
         for m in np.flatnonzero(anchors.any(0)):  # one push per anchor group, in group order
             weighter.push(s2[:, m], ok[:, m] & anchors[:, m] & denoise)
     weight = np.where(denoise, weighter.weight(), 1.0)
@@ -482,7 +494,8 @@ def simulate(problem: BanditProblem, config: BanditConfig) -> BanditRun:
     rng = np.random.default_rng(config.seed)
     theta = np.zeros((n_lanes, problem.features.shape[-1]))
     calibrator = BatchCalibrator(n_lanes, config.bins, config.min_pairs, config.refit_every)
-    weighter = BatchWeighter(n_lanes, config.half_life, config.warmup, config.w_max, config.target_weight)
+    weighter = BatchWeighter(n_lanes, config.half_life, config.warmup, config.w_max, config.target_weight,
+                             bias_corrected=config.weight_scale == "bias_corrected")
     best = objective(optimal_theta(problem, config.kl_beta, config.entropy_coef), problem, config.kl_beta, config.entropy_coef)[0]
     logs = {key: [] for key in ("steps", "gap", "expected_return", "anchor_weight", "residual_bias")}
     weight, real_rows = np.ones(n_lanes), np.zeros(n_lanes)

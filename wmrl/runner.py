@@ -22,12 +22,13 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'CONTRASTS', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
-           'BENCHMARK_COMPARABILITY', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
-           'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'seed_std', 'mean_curve',
-           'cost_at_score', 'speedup_at_equal_score', 'score_at', 'contrast_step', 'grid_contrasts', 'seed_curves',
-           'equal_score', 'load_runs', 'grid_world_model', 'summarize', 'paper_row', 'summarize_benchmark',
-           'benchmark_table', 'run_grid', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
-           'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
+           'BENCHMARK_COMPARABILITY', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'BENCHMARK_KINDS', 'RunSpec',
+           'expand_grid', 'load_grid', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config',
+           'execute_run', 'seed_std', 'mean_curve', 'cost_at_score', 'speedup_at_equal_score', 'score_at',
+           'contrast_step', 'grid_contrasts', 'seed_curves', 'equal_score', 'load_runs', 'grid_world_model',
+           'summarize', 'paper_row', 'summarize_benchmark', 'benchmark_table', 'run_grid', 'estimate_grid_seconds',
+           'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo',
+           'cli_reproduce_dsbench']
 
 # %% ../nbs/340_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
@@ -445,6 +446,28 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
                                parameters={"runs_dir": str(out_dir)}, progress_bar=False, cwd=str(out_dir))
     return {"runs": report, "summary": str(out_dir / "summary.json"), "report": str(out_dir / "results.md")}
 
+# %% ../nbs/340_runner.ipynb #71a60153
+SECONDS_PER_EXECUTION = {"train": 0.30, "eval": 0.69}  # sandbox CPU-s per program, measured (warm backend, no cache)
+RUN_OVERHEAD_S = 20.0  # papermill kernel, imports, warm-server starts per run (CPU-s)
+
+def estimate_grid_seconds(grid: dict, cores: int = 2) -> float:
+    """A rough wall-time estimate of an AutoResearch grid on `cores` idle cores, printed before it starts: every
+    training and evaluation program executed (no cache hits, so an upper bound on sandbox work), at the measured
+    CPU-seconds per program, spread over the cores, plus a fixed overhead per run."""
+    from wmrl.anchors import anchor_count
+    total = 0.0
+    for spec in expand_grid(grid):
+        p = {"steps": 10, "group_size": 8, "tasks_per_step": 4, "anchor_fraction": 0.1, "eval_every": 0,
+             "eval_samples": 8, "heldout_tasks": [], **spec.params}
+        executes = {"grpo_real": p["tasks_per_step"], "pure_wm": 0}.get(p["method"], anchor_count(p["tasks_per_step"], p["anchor_fraction"]))
+        if p["method"] == "wmrl_adaptive":
+            executes = anchor_count(p["tasks_per_step"], p["anchor_fraction"])  # its budget: what fixed rho spends
+        n_evals = 1 + (p["steps"] // p["eval_every"] if p["eval_every"] else 1)
+        n_heldout = len(p["heldout_tasks"]) or 13
+        total += (p["steps"] * executes * p["group_size"] * SECONDS_PER_EXECUTION["train"]
+                  + n_evals * n_heldout * p["eval_samples"] * SECONDS_PER_EXECUTION["eval"] + RUN_OVERHEAD_S)
+    return total / cores
+
 # %% ../nbs/340_runner.ipynb #ae019992
 def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[str, ...], headline) -> int:
     """The body of every `wmrl reproduce <grid>` command: parse `--size/--grid/--out`, run the grid and its summary,
@@ -463,20 +486,23 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
         else:
             from wmrl.settings import get_settings
             out = get_settings().runs_dir / f"{prefix}_{args.size}"
+        if "template" not in grid or "autoresearch" in str(grid.get("template")):
+            print(f"estimated: about {estimate_grid_seconds(grid) / 60:.0f} min on 2 idle cores (every program executed; "
+                  "cache hits make it shorter)", file=sys.stderr)
         report = run_grid(grid, out, progress=not args.no_progress)
     except (OSError, ValueError, TypeError) as err:
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
         return 2
     summary = json.loads(Path(report["summary"]).read_text())
     print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1), **headline(summary)}, indent=1))
-    print(f"report: {report['report']}", file=sys.stderr)
+    print(f"report: {report['report']}\nmeasured: {(time.perf_counter() - start) / 60:.1f} min wall", file=sys.stderr)
     return 0
 
 def cli_reproduce_autoresearch(argv: list[str] | None = None) -> int:
     "Run the autoresearch grid of a size (or a --grid file) and its summary; JSON report on stdout."
     keys = ("speedup_sandbox_seconds_at_equal_score", "speedup_total_compute_at_equal_score")
     return run_grid_cli(argv, "wmrl reproduce autoresearch", "AutoResearch in miniature: every method x seed, then the "
-                        "summary.", "autoresearch", ("quick", "full"), lambda summary: {k: summary[k] for k in keys})
+                        "summary.", "autoresearch", ("quick", "full", "long"), lambda summary: {k: summary[k] for k in keys})
 
 # %% ../nbs/340_runner.ipynb #ff682afa
 BENCHMARK_KINDS = {"mle-dojo": "mledojo", "dsbench": "dsbench"}  # command name -> grid file prefix
