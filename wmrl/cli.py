@@ -30,6 +30,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "run an MLE-Dojo grid through TRL (papermill per run) and set it next to the paper's Table 1"),
     (("reproduce", "dsbench"), "wmrl.runner:cli_reproduce_dsbench",
      "run a DSBench grid through TRL (papermill per run) and set it next to the paper's Table 1"),
+    (("reproduce", "embodied"), "wmrl.embodied_report:cli_reproduce_embodied",
+     "run the embodied miniature (four arms x seeds on Meta-World, papermill) in Table 3's columns"),
     (("prior", "fit"), "wmrl.wm_prior:cli_fit_prior",
      "fit the static world model's quality prior on the suite's training tasks (frozen JSON)"),
     (("train",), "wmrl.train:cli_train", "train with WMRL or a baseline through TRL from a YAML config"),

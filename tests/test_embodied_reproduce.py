@@ -1,0 +1,94 @@
+"""The embodied miniature end to end: `wmrl reproduce embodied --size quick` (real Meta-World, real torch policy,
+the frozen progress model, papermill per run), and the claim that every arm goes through `wmrl.correction`.
+
+The quick grid is far too small to rank the arms (the full grid's numbers are in reproductions/results/embodied/);
+these tests check the contract: the ledger's label counts follow each arm's definition, the shared SFT checkpoint
+gives every arm the same step-0 numbers, the summary has Table 3's columns and paired intervals, the report files
+exist, and a second invocation skips the finished runs.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("metaworld", reason="EMBODIED TESTS SKIPPED: Meta-World missing; `make setup` installs the embodied extra")
+
+COLUMNS = ("ID Avg", "ID Best@8", "ID All@8", "OOD Avg", "OOD Best@8", "OOD All@8", "Overall")
+
+
+def _reproduce(out: Path) -> subprocess.CompletedProcess:
+    wmrl = Path(sys.executable).parent / "wmrl"
+    return subprocess.run([str(wmrl), "reproduce", "embodied", "--size", "quick", "--out", str(out), "--no-progress"],
+                          capture_output=True, text=True, timeout=1500)
+
+
+def test_quick_embodied_reproduction(tmp_path):
+    import yaml
+    grid = yaml.safe_load((Path(__file__).resolve().parents[1] / "reproductions/grids/embodied_quick.yaml").read_text())
+    steps, groups, g = grid["base"]["steps"], grid["base"]["groups_per_step"], grid["base"]["rollouts_per_init"]
+    out = tmp_path / "quick"
+    done = _reproduce(out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["cpu_s"] > 0 and set(report["heldout_overall"]) == {"sparse", "dense_raw", "dense_calib", "sparse_scarce"}
+    summary = json.loads((out / "summary.json").read_text())
+    arms = summary["arms"]
+    for arm, row in arms.items():
+        assert row["seeds"] == [0, 1], arm
+        for column in COLUMNS:
+            cell = row[column]
+            assert 0.0 <= cell["mean"] <= 100.0 and cell["n"] == 2 and math.isfinite(cell["half_width"])
+        assert row["sim_cpu_s"]["mean"] > 0
+    assert arms["sparse"]["real_labels"]["mean"] == steps * groups * g  # every rollout's success
+    assert arms["dense_raw"]["real_labels"]["mean"] == 0
+    scarce = arms["sparse_scarce"]["real_labels"]["mean"]
+    assert arms["dense_calib"]["real_labels"]["mean"] == scarce == steps * g  # one anchor group per step of 10
+    assert arms["sparse"]["wm_cpu_s"]["mean"] == 0 and arms["sparse_scarce"]["wm_cpu_s"]["mean"] == 0
+    assert arms["dense_raw"]["wm_cpu_s"]["mean"] > 0 and arms["dense_calib"]["wm_cpu_s"]["mean"] > 0
+    assert set(summary["paired_vs_dense_calib"]) == {"sparse", "dense_raw", "sparse_scarce"}
+    assert set(summary["anatomy"]) == {"ID", "OOD"}
+    for name in ("results.md", "learning_curves.png", "heldout.png", "progress_reliability.png", "embodied_summary.ipynb"):
+        assert (out / name).is_file(), name
+    runs = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/metrics.json")}
+    assert len(runs) == 8
+    for seed in (0, 1):  # one SFT checkpoint per seed: the four arms start from the same held-out numbers
+        starts = {json.dumps(m["sft_heldout"], sort_keys=True) for m in runs.values() if m["config"]["seed"] == seed}
+        assert len(starts) == 1
+    assert len({m["world_model"]["fingerprint"] for m in runs.values()}) == 1  # one frozen world model for all
+    again = _reproduce(out)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {r["status"] for r in json.loads(again.stdout)["runs"]} == {"skipped"}
+
+
+def test_every_arm_trains_through_the_kits_correction_step(tmp_path, monkeypatch):
+    "The arms are the core's methods, run by the core's WMRLCorrector (counted), not by a copy of it."
+    from wmrl import correction
+    from wmrl.embodied_loop import ARMS, EmbodiedConfig, run_embodied
+    calls = []
+    original = correction.WMRLCorrector.correct
+    def counting(self, *args, **kwargs):
+        calls.append(self.config.method)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(correction.WMRLCorrector, "correct", counting)
+    tiny = dict(train_tasks=("reach-v3",), heldout_tasks=("drawer-close-v3",), train_inits=4, eval_inits=(40,),
+                rollouts_per_init=2, groups_per_step=3, steps=2, budget=30, demos_per_task=1, sft_epochs=5,
+                wm_inits=2, wm_noises=(0.0, 2.0), wm_epochs=5, cache_dir=str(tmp_path / "cache"))
+    for arm, method in ARMS.items():
+        metrics = run_embodied(EmbodiedConfig(method=method, **tiny), tmp_path / arm, progress=False)
+        assert metrics["arm"] == arm
+    assert calls == [m for m in ARMS.values() for _ in range(2)]
+
+
+def test_bad_grid_is_one_line_on_stderr(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmethods: [sparse]\nseeds: [0]\n")
+    wmrl = Path(sys.executable).parent / "wmrl"
+    done = subprocess.run([str(wmrl), "reproduce", "embodied", "--grid", str(bad), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unknown methods ['sparse']" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
