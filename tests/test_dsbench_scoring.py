@@ -104,7 +104,8 @@ def test_tiny_dsbench_round_trip(tiny, tmp_path):
         assert (folder / "data" / "private" / "test_answer.csv").is_file()
 
 
-def test_a_custom_metric_task_needs_a_metric(tiny, tmp_path):
+def test_a_custom_metric_task_gets_its_page_s_metric(tiny, tmp_path):
+    "Tweet Sentiment Extraction is tagged 'Custom Metric'; its page's word Jaccard is written into wmrl.json."
     root, _ = tiny
     raw = tmp_path / "raw"
     for part in ("data_resplit", "answers"):
@@ -115,9 +116,12 @@ def test_a_custom_metric_task_needs_a_metric(tiny, tmp_path):
     shutil.copytree(root / "raw" / "answers" / "tiny-dsbench-binary", raw / "answers" / "tweet-sentiment-extraction")
     (raw / "task" / "tweet-sentiment-extraction.txt").write_text("custom metric")
     prepare_dsbench(raw, tmp_path / "prepared", names=["tweet-sentiment-extraction"])
-    assert json.loads((tmp_path / "prepared" / "tweet-sentiment-extraction" / "wmrl.json").read_text()) == {"category": "Other"}
-    with pytest.raises(TaskError, match="no kit metric"):
-        load_dsbench_task(tmp_path / "prepared", "tweet-sentiment-extraction")
+    assert json.loads((tmp_path / "prepared" / "tweet-sentiment-extraction" / "wmrl.json").read_text()) == {
+        "category": "Other", "metric": "jaccard_words"}
+    shutil.copytree(tmp_path / "prepared" / "tweet-sentiment-extraction", tmp_path / "prepared" / "not-dsbench")
+    (tmp_path / "prepared" / "not-dsbench" / "wmrl.json").write_text("{}")
+    with pytest.raises(TaskError, match="no kit metric"):  # a folder that is no DSBench task still needs one
+        load_dsbench_task(tmp_path / "prepared", "not-dsbench")
 
 
 def test_score_heldout_of_hand_made_records(tiny):
@@ -149,3 +153,42 @@ def test_config_and_compute_errors(tmp_path):
     (tmp_path / "checkpoint-10").mkdir()
     (tmp_path / "checkpoint-9").mkdir()
     assert latest_checkpoint(tmp_path).name == "checkpoint-10"
+
+
+def test_every_dsbench_task_has_a_kit_metric():
+    "All 74 data-modeling tasks are gradable: the 18 that lacked a metric now map to wmrl.metrics' ones."
+    from wmrl.dsbench import TASK_METRICS
+    assert {name: dsbench_metric(name) for name in DSBENCH_TASKS if dsbench_metric(name) is None} == {}
+    assert set(TASK_METRICS) == {n for n, tag in DSBENCH_TASKS.items() if tag == "Custom Metric"}
+    for name in DSBENCH_TASKS:
+        get_metric(dsbench_metric(name))
+
+
+@pytest.mark.parametrize("metric,answer,submission,expected", [
+    ("map_at_3", ["Lyme", "Flu", "Cold"], ["Lyme Flu Cold", "Cold Lyme Flu", "Lyme Flu Zika"], (1 + 1 / 3 + 0) / 3),
+    ("jaccard_words", ["a nice day", "sad"], ["nice day", "so sad"], (2 / 3 + 1 / 2) / 2),
+    ("f1_micro", ["x", "y", "y"], ["x", "y", "x"], 2 / 3),
+    ("normalized_gini", [1, 0, 1, 0], [0.9, 0.8, 0.3, 0.1], 0.5),
+])
+def test_new_metrics_score_through_the_grader(metric, answer, submission, expected):
+    "score_frames (the grader's and the boards' path) reads string labels and texts for the new label metrics."
+    from wmrl.grading import score_frames
+    ids = list(range(len(answer)))
+    got = score_frames(metric, "id", ["target"], pd.DataFrame({"id": ids, "target": answer}),
+                       pd.DataFrame({"id": ids[::-1], "target": submission[::-1]}))
+    assert got == pytest.approx(expected)
+
+
+def test_multi_column_metrics_score_through_the_grader():
+    from wmrl.grading import score_frames
+    answer = pd.DataFrame({"id": [1, 2], "a": [1.0, 3.0], "b": [2.0, 4.0]})
+    submission = pd.DataFrame({"id": [1, 2], "a": [2.0, 0.0], "b": [2.0, 4.0]})
+    assert score_frames("mcrmse", "id", ["a", "b"], answer, submission) == pytest.approx(5 ** 0.5 / 2)
+
+
+@pytest.mark.skipif(not DOJO.is_dir(), reason="needs ../shared/data/mle-dojo")
+def test_msle_tagged_boards_are_on_the_rmsle_scale():
+    "S3E11 and S4E4 are tagged MSLE, but a real RMSLE of 0.14-0.3 squares to 0.02-0.09: their boards are RMSLE."
+    for name in ("playground-series-s4e4", "playground-series-s3e11"):
+        best = pd.read_csv(DOJO / "competitions" / name / "private_leaderboard.csv")["score"].min()
+        assert dsbench_metric(name) == "rmsle" and 0.1 < best < 0.5, (name, best)

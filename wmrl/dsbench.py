@@ -22,10 +22,10 @@ from .mledojo import PAPER_TRAIN, find_mledojo_data, leaderboard_percentile, loa
 from .train import sandbox_limits
 
 # %% auto #0
-__all__ = ['DSBENCH_TASKS', 'TAG_METRICS', 'TINY_DSBENCH', 'BENCHMARK_KNOBS', 'dsbench_categories', 'dsbench_metric',
-           'prepare_dsbench', 'load_dsbench_task', 'rpg_reference', 'dsbench_scores', 'build_tiny_dsbench',
-           'latest_checkpoint', 'program_reader', 'sample_answers', 'execute_answers', 'play_episodes',
-           'evaluate_heldout', 'score_heldout', 'benchmark_config', 'paper_scale', 'compute_parts']
+__all__ = ['DSBENCH_TASKS', 'TAG_METRICS', 'TASK_METRICS', 'TINY_DSBENCH', 'BENCHMARK_KNOBS', 'dsbench_categories',
+           'dsbench_metric', 'prepare_dsbench', 'load_dsbench_task', 'rpg_reference', 'dsbench_scores',
+           'build_tiny_dsbench', 'latest_checkpoint', 'program_reader', 'sample_answers', 'execute_answers',
+           'play_episodes', 'evaluate_heldout', 'score_heldout', 'benchmark_config', 'paper_scale', 'compute_parts']
 
 # %% ../nbs/520_dsbench.ipynb #90421f00
 DSBENCH_TASKS: dict[str, str] = {  # DSBench data-modeling task -> its Kaggle metric tag (MLE-Dojo prepare/dsbench.json)
@@ -112,6 +112,18 @@ TAG_METRICS: dict[str, str] = {  # metric tag -> kit metric (wmrl.grading.METRIC
     "Cohen Kappa Score": "quadratic_weighted_kappa", "Log Loss": "log_loss", "Root Mean Squared Error": "rmse",
     "Root Mean Squared Logarithmic Error": "rmsle", "Mean Absolute Error": "mae", "Median Absolute Error": "median_ae",
     "SMAPE": "smape", "R2 Score": "r2",
+    "Normalized Gini Index": "normalized_gini", "PearsonCorrelationCoefficient": "pearson",
+    "Mean Columnwise Spearman's r (rank correlation  coefficient)": "spearman_columnwise",
+    "Mean Columnwise Root Mean Squared Logarithmic Error": "rmsle_columnwise",
+    "F1 Score": "f1_micro",  # its only task (S3E22, horse health) is scored with micro-averaged F1
+    "MAP@{K}": "map_at_3",  # its only task (S3E13) is MAP@3
+    "Mean Squared Log Error": "rmsle",  # its tasks' pages and boards are RMSLE (S4E4 best 0.144, S3E11 0.293)
+}
+
+TASK_METRICS: dict[str, str] = {  # "Custom Metric" tasks: the metric their competition page names
+    "feedback-prize-english-language-learning": "mcrmse", "tweet-sentiment-extraction": "jaccard_words",
+    "playground-series-s3e12": "roc_auc", "nlp-getting-started": "f1",
+    "conways-reverse-game-of-life-2020": "mae",  # mean absolute error over the predicted 0/1 cells
 }
 
 def dsbench_categories(names=None) -> dict[str, str]:
@@ -122,10 +134,10 @@ def dsbench_categories(names=None) -> dict[str, str]:
     return {name: dsbench_category(DSBENCH_TASKS[name]) for name in names}
 
 def dsbench_metric(name: str) -> str | None:
-    "The kit metric of a DSBench task, or None where the kit has no identical metric (custom, MAP@K, Gini, ...)."
+    "The kit metric of a DSBench task (its Custom Metric from TASK_METRICS, else by its tag); None if unknown."
     if name not in DSBENCH_TASKS:
         raise ValueError(f"{name!r} is not a DSBench data-modeling task")
-    return TAG_METRICS.get(DSBENCH_TASKS[name])
+    return TASK_METRICS.get(name) or TAG_METRICS.get(DSBENCH_TASKS[name])
 
 # %% ../nbs/520_dsbench.ipynb #b8b11d88
 def prepare_dsbench(raw_root, out_root, names=None, seed: int = 0) -> list[Path]:

@@ -99,6 +99,15 @@ def _smape(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(100 * np.mean(ratio))
 
 # %% ../nbs/110_grading.ipynb #4f9cea70
+def _more_metrics() -> list[Metric]:
+    "The metrics of nbs/115_metrics: normalised Gini, MSLE, column-wise RMSE/RMSLE/Spearman, Pearson, F1s, MAP@3, Jaccard."
+    from wmrl import metrics as m
+    return [Metric("normalized_gini", m.normalized_gini, True, "proba"), Metric("msle", m.msle, False, "value"),
+            Metric("mcrmse", m.mcrmse, False, "value"), Metric("rmsle_columnwise", m.rmsle_columnwise, False, "value"),
+            Metric("spearman_columnwise", m.spearman_columnwise, True, "value"), Metric("pearson", m.pearson, True, "value"),
+            Metric("f1", m.f1_binary, True, "label"), Metric("f1_micro", m.f1_micro, True, "label"),
+            Metric("map_at_3", m.map_at_3, True, "label"), Metric("jaccard_words", m.jaccard_words, True, "label")]
+
 METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("accuracy", _per_column(lambda t, p: _skm().accuracy_score(t, p)), True, "label"),
     Metric("balanced_accuracy", _per_column(lambda t, p: _skm().balanced_accuracy_score(t, p)), True, "label"),
@@ -114,6 +123,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("median_ae", lambda t, p: _skm().median_absolute_error(t, p), False, "value"),
     Metric("smape", _smape, False, "value"),
     Metric("r2", lambda t, p: _skm().r2_score(t, p), True, "value"),
+    *_more_metrics(),  # DSBench's other metrics (wmrl.metrics, nbs/115_metrics.ipynb)
 ]}
 
 def get_metric(name: str) -> Metric:
