@@ -120,3 +120,13 @@ def test_adaptive_anchor_fraction_keeps_its_floor_cap_and_budget_and_resumes_ide
     resumed.load_state_dict(json.loads(json.dumps(half.state_dict())))  # the configuration comes from the state
     rest, _ = adaptive_run(12, budget=24, corrector=resumed, start=5)
     assert first + rest == counts
+
+
+def test_wmrl_adaptive_is_reachable_from_a_training_config():
+    "The TRL adapter plans through WMRLCorrector.plan, so a train config's method and correction section select it."
+    from wmrl.train import correction_config
+    config = correction_config({"seed": 3, "method": "wmrl_adaptive",
+                                "correction": {"anchor_fraction": 0.25, "adaptive_budget": 20, "adaptive_steps": 10}})
+    corrector = WMRLCorrector(config)
+    counts = [int(corrector.plan([f"t{i}" for i in range(8)], step).sum()) for step in range(1)]
+    assert counts == [4]  # nothing measured yet: rho_max = 0.5 of 8 groups, within the budget's reserve

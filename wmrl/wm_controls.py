@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 

@@ -9,7 +9,8 @@ planted mistake repaired, and `--planted` clean samples with exactly one planted
 `wmrl.agent.MISTAKES`). Each program is executed for real (`wmrl.pool.ExecutionPool`, the task's own limits,
 cached in an `ExecutionCache` file so reruns are cheap) and predicted by `StaticWorldModel()` (hand prior) and
 `StaticWorldModel(quality_prior=FittedQualityPrior)`. Prints one JSON object and writes fidelity.json,
-fidelity.md, fidelity.png and cases.csv under --out. No assertions: numbers are read from the JSON.
+fidelity.md, fidelity.png and cases.csv under --out, then the error anatomy of each world model (anatomy.json, .md,
+.png; reproductions/bench/wm_fidelity_anatomy.py). No assertions: numbers are read from the JSON.
 """
 import argparse
 import json
@@ -242,6 +243,10 @@ def main(argv=None):
     merged.round(4).to_csv(out / "cases.csv", index=False)
     (out / "fidelity.md").write_text(markdown(report))
     figure(frames, out / "fidelity.png")
+    import sys  # the error anatomy of every world model (and of the positive controls) from the same cases
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from wm_fidelity_anatomy import main as anatomy_main
+    anatomy_main(["--cases", str(out / "cases.csv"), "--out", str(out)])
     headline = {label: {f"{part}.{k}": report["models"][label][part][k] for part, k in
                         (("all", "status_accuracy"), ("all", "spearman_reward"), ("all", "spearman_reward_real_ok"),
                          ("all", "spearman_position_both_ok"), ("all", "position_mae_both_ok"), ("heldout", "spearman_position_both_ok"))}
