@@ -26,6 +26,7 @@ from wmrl.sandbox import (
     classify,
     cli_run,
     execute,
+    fetch_submission,
     get_backend,
 )
 from wmrl.tasks import build_iris_task, load_task
@@ -110,11 +111,13 @@ def test_workdir_never_follows_planted_links(tmp_path):
     wd = Workdir(disk_mb=4)
     try:
         (wd.work / "submission.csv").symlink_to("/etc/passwd")
-        assert wd.copy_submission(tmp_path) is None
+        copy, problem = fetch_submission(wd.work, tmp_path, 1 << 20)
+        assert copy is None and "symbolic link" in problem, problem
         (wd.work / "submission.csv").unlink()
         import os
         os.mkfifo(wd.work / "submission.csv")  # opening a FIFO for reading would block the host forever
-        assert wd.copy_submission(tmp_path) is None
+        copy, problem = fetch_submission(wd.work, tmp_path, 1 << 20)
+        assert copy is None and "FIFO" in problem, problem
     finally:
         wd.cleanup()
     assert not wd.root.exists()
@@ -231,3 +234,21 @@ def test_a_sigkill_at_the_cpu_limit_is_a_timeout():
     early = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=0.5, cpu_s=0.4, peak_mb=1, stdout_tail="", stderr_tail="")
     assert classify(at_limit, limits)[0] == "timeout"
     assert classify(early, limits)[0] == "runtime_error"
+
+
+def test_cli_run_batches_solutions_in_order(task, tmp_path, capsys):
+    "Several solutions through one pool: one JSON record per line, in the order given, whatever finishes first."
+    paths = []
+    for i, code in enumerate(["import time\ntime.sleep(1.5)\n", "raise SystemExit(3)\n", "def f(:\n"]):
+        paths.append(tmp_path / f"s{i}.py")
+        paths[-1].write_text(code)
+    assert cli_run([str(task.root), *map(str, paths), "--backend", "subprocess", "--workers", "3", "--timeout", "20"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["solution"] for r in records] == [str(p) for p in paths]
+    assert [r["status"] for r in records] == ["no_submission", "runtime_error", "syntax_error"]
+    assert cli_run([str(task.root), str(paths[0]), str(tmp_path / "missing.py")]) == 2  # nothing runs on a bad path
+    assert cli_run([str(task.root), str(paths[0]), "--workers", "0"]) == 2
+    with pytest.raises(SystemExit):
+        cli_run(["--help"])
+    assert "one JSON record per" in capsys.readouterr().out

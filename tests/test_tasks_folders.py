@@ -309,3 +309,55 @@ def test_cli_build_and_check(tmp_path, capsys, iris_copy):
     assert not report[1]["ok"] and "test.csv" in report[1]["error"]
     with pytest.raises(SystemExit):
         cli_tasks(["frobnicate"])
+
+
+# ---- public/ must not be a way into private/ or info/ (issue 11): every route a task builder could get wrong ----
+
+def _public_is_a_link_to_the_root(root: Path) -> None:
+    shutil.rmtree(root / "public")
+    (root / "public").symlink_to(root)
+
+
+def _public_holds_a_link_to_private(root: Path) -> None:
+    (root / "public" / "extra").symlink_to(root / "private")
+
+
+def _public_holds_a_link_to_the_answers(root: Path) -> None:
+    (root / "public" / "answers.csv").symlink_to(root / "private" / "test_answer.csv")
+
+
+def _public_holds_a_link_to_info(root: Path) -> None:
+    (root / "public" / "boards").symlink_to(root / "info")
+
+
+def _public_holds_a_hard_link_to_the_answers(root: Path) -> None:
+    (root / "public" / "copy.csv").hardlink_to(root / "private" / "test_answer.csv")
+
+
+@pytest.mark.parametrize("make, message", [
+    (_public_is_a_link_to_the_root, "is a symbolic link"), (_public_holds_a_link_to_private, "must not reach private"),
+    (_public_holds_a_link_to_the_answers, "must not reach private"), (_public_holds_a_link_to_info, "must not reach private"),
+    (_public_holds_a_hard_link_to_the_answers, "hard link"),
+])
+def test_public_must_not_expose_private_or_info(iris_copy, capsys, make, message):
+    make(iris_copy)
+    with pytest.raises(TaskError, match=message):
+        load_task(iris_copy)
+    assert cli_tasks(["check", str(iris_copy)]) == 1
+    assert message.split()[-1] in capsys.readouterr().out
+
+
+def test_a_harmless_link_inside_public_is_fine(iris_copy):
+    (iris_copy / "public" / "train_again.csv").symlink_to(iris_copy / "public" / "train.csv")
+    load_task(iris_copy)
+
+
+@pytest.mark.parametrize("bad", ["-inf", "inf"])
+def test_leaderboards_must_be_finite(iris_copy, bad):
+    board = iris_copy / "info" / "private_leaderboard.csv"
+    lines = board.read_text().splitlines()
+    rank, _ = lines[1].split(",", 1)
+    lines[1] = f"{rank},{bad}"
+    board.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TaskError, match="non-finite"):
+        load_task(iris_copy)

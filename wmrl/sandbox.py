@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import json
 import logging
 import math
@@ -31,10 +32,10 @@ from .grading import STATUSES  # the shared status vocabulary
 
 # %% auto #0
 __all__ = ['SYNTAX_EXIT', 'MEMORY_EXIT', 'LAUNCHER_SOURCE', 'log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH',
-           'SandboxLimits', 'RawRun', 'ExecutionRecord', 'launcher_config', 'CgroupV1', 'tree_bytes',
-           'copy_regular_file', 'Workdir', 'cleanup_stale_runs', 'drive', 'SandboxBackend', 'SubprocessBackend',
-           'find_bwrap', 'bwrap_works', 'BwrapBackend', 'DockerBackend', 'get_backend', 'classify', 'task_limits',
-           'execute', 'cli_run']
+           'DEFAULT_PRELOAD', 'SandboxLimits', 'RawRun', 'ExecutionRecord', 'launcher_config', 'CgroupV1', 'tree_bytes',
+           'copy_regular_file', 'Workdir', 'submission_problem', 'submission_cap', 'fetch_submission',
+           'cleanup_stale_runs', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_works',
+           'BwrapBackend', 'DockerBackend', 'get_backend', 'classify', 'task_limits', 'execute', 'cli_run']
 
 # %% ../nbs/120_sandbox.ipynb #29768fb3
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class SandboxLimits:
     "Caps for one run; every backend enforces all of them (see each backend's notes for how)."
     wall_s: float = 60.0       # wall clock; the whole process tree is killed at this point
     cpu_s: float = 0.0         # CPU seconds (RLIMIT_CPU); 0 = same as wall_s
-    memory_mb: int = 2048      # address space (RLIMIT_AS) and the cgroup / container memory cap
+    memory_mb: int = 2048      # the process's whole address space, imports included (RLIMIT_AS), and the cgroup cap
     file_mb: int = 256         # largest single file (RLIMIT_FSIZE)
     nofile: int = 256          # open file descriptors (RLIMIT_NOFILE); must stay under the hard limit (20000 here)
     nproc: int = 128           # processes + threads (cgroup pids.max / docker pids_limit / RLIMIT_NPROC)
@@ -86,6 +87,7 @@ class RawRun:
     output_overflow: bool = False      # killed for writing more than max_output_mb
     disk_overflow: bool = False        # the run wrote more than disk_mb
     submission_path: Path | None = None
+    submission_problem: str | None = None  # why a file at $SUBMISSION_PATH was refused (a link, a FIFO, too big)
     backend: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -299,21 +301,66 @@ class Workdir:
 
     def used_bytes(self) -> int: return tree_bytes(self.root)
 
-    def copy_submission(self, dest_dir: Path, name: str = "submission.csv", max_bytes: int = 1 << 30) -> Path | None:
-        "Copy `work/<name>` out (see `copy_regular_file`)."
-        return copy_regular_file(self.work / name, dest_dir, max_bytes)
-
-    def collect(self, raw: RawRun, limits: SandboxLimits, output_dir) -> RawRun:
-        "Finish a raw run: flag a blown disk budget (unsized workdirs only) and copy the submission out."
+    def collect(self, raw: RawRun, limits: SandboxLimits, output_dir, cap: int | None = None) -> RawRun:
+        "Finish a raw run: flag a blown disk budget (unsized workdirs only) and fetch the submission (`fetch_submission`)."
         if not self.mounted and self.used_bytes() > limits.disk_mb << 20:
             raw.disk_overflow = True
-        raw.submission_path = self.copy_submission(Path(output_dir), max_bytes=limits.file_mb << 20)
+        cap = limits.file_mb << 20 if cap is None else cap
+        raw.submission_path, raw.submission_problem = fetch_submission(self.work, Path(output_dir), cap)
         return raw
 
     def cleanup(self) -> None:
         if self.mounted and _libc.umount2(str(self.root).encode(), MNT_DETACH) != 0:
             log.warning("umount %s failed: %s", self.root, os.strerror(ctypes.get_errno()))
         shutil.rmtree(self.root, ignore_errors=True)
+
+# %% ../nbs/120_sandbox.ipynb #b1a2c3d5
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+
+def submission_problem(kind: str, size: int = 0, cap: int = 0) -> str:
+    "The one-line message for a refused submission, the same on every backend."
+    if kind == "symlink":
+        return "invalid submission: submission.csv is a symbolic link; write a regular file at $SUBMISSION_PATH"
+    if kind == "too_large":
+        return f"invalid submission: submission.csv is {size} bytes, over the cap of {cap} bytes (32x the sample submission, at least 1 MiB)"
+    return f"invalid submission: submission.csv is {kind}, not a regular file"
+
+def submission_cap(public: Path, limits: SandboxLimits) -> int:
+    "Largest submission read back: 32x the sample submission (at least 1 MiB), never more than file_mb."
+    try:
+        sample = os.stat(Path(public) / "sample_submission.csv").st_size
+    except OSError:
+        return limits.file_mb << 20
+    return min(limits.file_mb << 20, max(1 << 20, 32 * sample))
+
+# %% ../nbs/120_sandbox.ipynb #b1a2c3d6
+def fetch_submission(folder: Path, dest_dir: Path, cap: int, name: str = "submission.csv") -> tuple[Path | None, str | None]:
+    """Copy `folder/name` into dest_dir; the folder and the file are opened without following links (the file
+    relative to the folder's fd), the size is checked before a byte is read. Returns (copy, None), (None, None)
+    when there is no file, or (None, message) for a link, a FIFO, a device or an oversized file."""
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as err:
+        return None, f"invalid submission: the working folder was replaced ({err.strerror})"
+    try:
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dfd)
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, submission_problem("symlink") if err.errno == errno.ELOOP else f"invalid submission: {err.strerror}"
+    finally:
+        os.close(dfd)
+    with os.fdopen(src, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None, submission_problem(_KINDS.get(stat.S_IFMT(info.st_mode), "a special file"))
+        if info.st_size > cap:
+            return None, submission_problem("too_large", info.st_size, cap)
+        dest = Path(dest_dir) / name
+        with open(dest, "wb") as out:
+            out.write(f.read(cap + 1)[:cap])
+    return dest, None
 
 # %% ../nbs/120_sandbox.ipynb #fe017993
 def _pid_alive(pid: int) -> bool:
@@ -488,12 +535,18 @@ class _ProcessBackend:
             else:
                 raw.notes.append("no cgroup: process count and tree memory not capped")
                 _apply_usage_report(raw, workdir)
-            return workdir.collect(raw, limits, output_dir)
+            return workdir.collect(raw, limits, output_dir, submission_cap(public, limits))
         finally:
             if group is not None:
                 group.remove()
             workdir.cleanup()
             shutil.rmtree(job, ignore_errors=True)
+
+# %% ../nbs/120_sandbox.ipynb #b1a2c3d4
+DEFAULT_PRELOAD = ("numpy", "pandas", "scipy", "sklearn", "sklearn.linear_model", "sklearn.ensemble",
+                   "sklearn.neighbors", "sklearn.tree", "sklearn.svm", "sklearn.naive_bayes", "sklearn.preprocessing",
+                   "sklearn.model_selection", "sklearn.pipeline", "sklearn.impute", "sklearn.compose", "sklearn.metrics",
+                   "sklearn.dummy", "sklearn.neural_network")
 
 # %% ../nbs/120_sandbox.ipynb #849e8f05
 class SubprocessBackend(_ProcessBackend):
@@ -681,7 +734,7 @@ class DockerBackend:
                          stdout_tail=out, stderr_tail=err, timed_out=timed_out,
                          oom_killed=bool(state.get("OOMKilled")), backend=self.label)
             _apply_usage_report(raw, workdir)
-            return workdir.collect(raw, limits, output_dir)
+            return workdir.collect(raw, limits, output_dir, submission_cap(public, limits))
         finally:
             if container is not None:
                 try:
@@ -743,6 +796,8 @@ def classify(raw: RawRun, limits: SandboxLimits) -> tuple[str, str]:
         return "runtime_error", f"killed by signal {name}" + (f": {_last_error_line(stderr)}" if stderr.strip() else "")
     if code != 0:
         return "runtime_error", _last_error_line(stderr) or f"exited with code {code}"
+    if raw.submission_path is None and raw.submission_problem:
+        return "invalid_submission", raw.submission_problem
     if raw.submission_path is None:
         return "no_submission", "exited normally without writing $SUBMISSION_PATH (submission.csv)"
     return "ok", "ran to completion"
@@ -778,24 +833,39 @@ def execute(task, code: str, backend: SandboxBackend | str | None = None, limits
 
 # %% ../nbs/120_sandbox.ipynb #803cfd34
 def cli_run(argv: list[str] | None = None) -> int:
-    "`wmrl run TASK_DIR SOLUTION.py [--backend B] [--timeout S] [--memory-mb M]`: execute and print the record as JSON."
-    parser = argparse.ArgumentParser(prog="wmrl run", description="Execute a solution on a task in the sandbox and grade it.")
+    "`wmrl run TASK SOL [SOL ...] [--backend B] [--workers N]`: execute through one pool, print one JSON record per line."
+    parser = argparse.ArgumentParser(prog="wmrl run", description=(
+        "Execute solutions on a task in the sandbox and grade them. Every solution goes through one execution pool "
+        "(with --backend warm: the same pre-imported server), and one JSON record per solution is printed, one per "
+        "line, in the order given. Exit code 0 when every solution was executed, whatever its status; 2 for bad "
+        "arguments or an unreadable file (then nothing runs)."))
     parser.add_argument("task_dir", help="task folder in MLE-Dojo layout")
-    parser.add_argument("solution", help="Python file to execute")
+    parser.add_argument("solutions", nargs="+", metavar="SOLUTION", help="Python files to execute, in this order")
     parser.add_argument("--backend", choices=["auto", "bwrap", "subprocess", "docker", "warm"], default=None,
                         help="sandbox backend (default: sandbox_backend from settings.ini)")
+    parser.add_argument("--workers", type=int, default=1, help="solutions executed at once (default 1)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds")
     parser.add_argument("--memory-mb", type=int, default=None, help="memory limit in MB")
     args = parser.parse_args(argv)
+    from wmrl.pool import ExecutionPool
     from wmrl.tasks import load_task
     try:
+        if args.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {args.workers}")
         task = load_task(args.task_dir)
-        code = Path(args.solution).read_text()
+        codes = [Path(path).read_text() for path in args.solutions]  # all read first: a bad path runs nothing
         overrides = {k: v for k, v in (("wall_s", args.timeout), ("memory_mb", args.memory_mb)) if v is not None}
         limits = SandboxLimits.from_settings(**overrides) if overrides else None
-        record = execute(task, code, backend=args.backend, limits=limits)
+        backend = get_backend(args.backend)
     except (OSError, ValueError, TypeError, RuntimeError) as err:
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}), file=sys.stderr)
         return 2
-    print(json.dumps(record.to_dict(), indent=2))
+    try:
+        with ExecutionPool(backend, max_workers=args.workers) as pool:
+            futures = [pool.submit(task, code, limits) for code in codes]
+            for path, future in zip(args.solutions, futures):
+                print(json.dumps({"solution": path, **future.result().to_dict()}), flush=True)
+    finally:
+        if hasattr(backend, "close"):
+            backend.close()
     return 0

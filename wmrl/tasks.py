@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +96,8 @@ def read_leaderboard(path) -> np.ndarray:
     scores = pd.to_numeric(board["score"], errors="coerce")
     if bad := int((scores.isna() & board["score"].notna()).sum()):
         raise TaskError(f"leaderboard {path} has {bad} non-numeric score(s), e.g. {board['score'][scores.isna()].iloc[0]!r}")
+    if not np.isfinite(scores[scores.notna()]).all():
+        raise TaskError(f"leaderboard {path} has non-finite score(s) (inf): every score must be a finite number")
     if scores.notna().sum() == 0:
         raise TaskError(f"leaderboard {path} has no scores")
     return scores.to_numpy(dtype=float)
@@ -163,12 +167,37 @@ def _check_tables(root: Path, id_col: str, targets: tuple[str, ...]) -> None:
         if set(tables[name][id_col].astype(str)) != set(answer_ids):
             raise TaskError(f"{root}: ids in {name} and test_answer.csv differ")
 
+# %% ../nbs/100_tasks.ipynb #c0ffee01
+def _check_public_isolation(root: Path) -> None:
+    """public/ is all a solution sees, so it must not be, or hold, a way into private/ or info/: a symbolic link
+    to (or above) them, or a hard link to one of their files. Links are never followed while checking."""
+    public, hidden_dirs = root / "public", [(root / "private").resolve(), (root / "info").resolve()]
+    if public.is_symlink():
+        raise TaskError(f"{public} is a symbolic link (to {os.readlink(public)}); public/ must be a real folder")
+    hidden = {}
+    for folder in hidden_dirs:
+        for dirpath, _, filenames in os.walk(folder):
+            for name in filenames:
+                info = os.lstat(os.path.join(dirpath, name))
+                hidden[(info.st_dev, info.st_ino)] = os.path.join(dirpath, name)
+    for dirpath, dirnames, filenames in os.walk(public):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                target = path.resolve()
+                if any(target.is_relative_to(d) or d.is_relative_to(target) for d in hidden_dirs):
+                    raise TaskError(f"{path} is a symbolic link to {target}: public/ must not reach private/ or info/")
+            elif (info.st_dev, info.st_ino) in hidden:
+                raise TaskError(f"{path} is a hard link to {hidden[(info.st_dev, info.st_ino)]}: public/ must not share a file with private/ or info/")
+
 # %% ../nbs/100_tasks.ipynb #744d7d37
 def load_task(path) -> Task:
     "Load and validate a task folder; raise `TaskError` naming exactly what is missing or malformed."
     root = Path(path)
     if not root.is_dir():
         raise TaskError(f"task folder not found: {root}")
+    _check_public_isolation(root)
     meta = _read_meta(root)
     _check_meta(root, meta)
     id_col, targets = meta["id_column"], tuple(meta["target_columns"])

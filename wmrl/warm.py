@@ -10,8 +10,9 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import math
 import os
-import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -20,6 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from wmrl.sandbox import (
+    DEFAULT_PRELOAD,
     MEMORY_EXIT,
     SYNTAX_EXIT,
     BwrapBackend,
@@ -30,72 +32,92 @@ from wmrl.sandbox import (
     Workdir,
     _check_public_dir,
     bwrap_works,
-    copy_regular_file,
+    fetch_submission,
     find_bwrap,
-    tree_bytes,
+    submission_cap,
+    submission_problem,
 )
 
 # %% auto #0
-__all__ = ['SERVER_SOURCE', 'DEFAULT_PRELOAD', 'log', 'ServerDied', 'ForkServer', 'run_job', 'WarmBackend']
+__all__ = ['SERVER_SOURCE', 'log', 'ServerDied', 'Contested', 'ForkServer', 'run_job', 'WarmBackend']
 
 # %% ../nbs/140_warm.ipynb #9969c4b8
 SERVER_SOURCE = r'''
-import gc, json, os, resource, selectors, signal, sys, time
+import ctypes, gc, json, os, resource, select, selectors, signal, stat, struct, sys, time
 _cfg = json.loads(os.environ.pop("WMRL_WARM"))
 os.environ.pop("WMRL_LAUNCH", None)
 for _name in _cfg["preload"]:
     try: __import__(_name)
     except Exception as _err: sys.stderr.write("preload %s failed: %r\n" % (_name, _err))
 gc.collect(); gc.freeze()  # the forked children then share these pages instead of copying them
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0 (inherited by every fork): no ptrace, no /proc/PID/{fd,mem,root} for jobs
+NEWNS, NEWUSER, NEWPID, NEWNET, NEWIPC = 0x20000, 0x10000000, 0x20000000, 0x40000000, 0x08000000
+NOSUID, NODEV, BIND, REC, PRIVATE = 2, 4, 4096, 16384, 1 << 18
 def _vm_bytes():
     for line in open("/proc/self/status"):
         if line.startswith("VmSize:"): return int(line.split()[1]) * 1024
     return 0
-def _send(obj):
-    os.write(1, (json.dumps(obj) + "\n").encode())
-def _kill_orphans():
-    # inside the sandbox's pid namespace: whatever was reparented to its init (pid 1) was left behind by a job
-    # (a daemon); kill it and everything below it. The server's own children (running jobs) are never orphans.
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as f: parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError): pass
-    doomed = {pid for pid, parent in parents.items() if parent == 1 and pid != os.getpid()}
-    while True:
-        more = {pid for pid, parent in parents.items() if parent in doomed} - doomed
-        if not more: break
-        doomed |= more
-    for pid in doomed:
-        try: os.kill(pid, signal.SIGKILL)
-        except OSError: pass
-_me = resource.getrusage(resource.RUSAGE_SELF)
-_send({"ready": True, "startup_cpu_s": _me.ru_utime + _me.ru_stime, "vm_mb": _vm_bytes() / 2**20})
-def _child(req):
-    os.setpgid(0, 0)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
-    root = req["root"]
+def _send(obj): os.write(1, (json.dumps(obj) + "\n").encode())
+def _fork():
+    "fork, waiting while a neighbour's fork bomb holds the shared process cap (it ends at its own wall clock)"
+    for delay in [0.005 * 1.5 ** k for k in range(12)] + [0.5] * 600:
+        try: return os.fork()
+        except BlockingIOError: time.sleep(delay)
+    return os.fork()
+def _ok(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno(); raise OSError(err, "%s: %s" % (what, os.strerror(err)))
+def _mount(src, dst, fstype, flags, data=None):
+    _ok(libc.mount(src.encode(), dst.encode(), fstype and fstype.encode(), flags, data and data.encode()), "mount " + dst)
+def _only_fds(*keep):
+    for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
+        if fd > 2 and fd not in keep:
+            try: os.close(fd)
+            except OSError: pass
+def _namespaces(req):
+    "A user, mount, pid, ipc and net namespace of the job's own, with a fresh sized tmpfs for /workdir, /tmp, /dev/shm"
+    uid, gid = os.getuid(), os.getgid()
+    _ok(libc.unshare(NEWUSER | NEWNS | NEWPID | NEWIPC | NEWNET), "unshare")
+    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+        with open("/proc/self/" + name, "w") as f: f.write(text)
+    _mount("none", "/", None, REC | PRIVATE)
+    _mount("tmpfs", "/tmp", "tmpfs", NOSUID | NODEV, "size=%dk,nr_inodes=%d,mode=0755" % (req["disk_kb"], req["inodes"]))
+    for sub, mode in (("w", 0o755), ("t", 0o1777), ("s", 0o1777)):
+        os.mkdir("/tmp/" + sub); os.chmod("/tmp/" + sub, mode)
+    _mount("/tmp/w", "/workdir", None, BIND)   # hides the server's folder (every job's outputs)
+    if os.path.isdir("/dev/shm"): _mount("/tmp/s", "/dev/shm", None, BIND)
+    _mount("/tmp/t", "/tmp", None, BIND)       # last: covers the tmpfs root
+    import fcntl, socket                        # loopback up, as in the cold sandbox
+    with socket.socket() as s: fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
+def _drop_privileges():
+    "no capabilities left in the job's user namespace, and none to gain (no_new_privs)"
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    _ok(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    _ok(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
+def _solution(req, out, err):
     null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(root + "/stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    err = os.open(root + "/stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(null, 0); os.dup2(out, 1); os.dup2(err, 2)
-    for fd in (null, out, err): os.close(fd)
-    os.chdir(root + "/work")
+    _only_fds()
+    os.chdir(req["cwd"])
     os.environ.update(req["env"])
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f: f.write("1000")  # the job, not the server, is the OOM victim
+    except OSError: pass
     for name, value in req["rlimits"].items():
         kind = getattr(resource, name)
         soft, hard = resource.getrlimit(kind)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         top = value + 1 if name == "RLIMIT_CPU" and (hard == resource.RLIM_INFINITY or value < hard) else value
         resource.setrlimit(kind, (value, top))
-    sys.argv, sys.path[0] = ["solution.py"], root + "/work"
+    if req["isolate"]: _drop_privileges()
+    sys.argv, sys.path[0] = ["solution.py"], req["cwd"]
     try:
-        with open(root + "/solution.py", "rb") as f: code = compile(f.read(), "solution.py", "exec")
+        code = compile(req["code"].encode("utf-8", "surrogateescape"), "solution.py", "exec")
     except (SyntaxError, ValueError) as e:
         sys.stderr.write("WMRL_SYNTAX_ERROR line %s: %s: %s\n" % (getattr(e, "lineno", None), type(e).__name__, getattr(e, "msg", e)))
         sys.stderr.flush(); os._exit(SYNTAX_EXIT)
+    del req
     status = 0
     try:
         exec(code, {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__})
@@ -109,83 +131,164 @@ def _child(req):
         sys.stdout.flush(); sys.stderr.flush()
     except (OSError, ValueError): pass  # a closed or full stream: the exit status still goes back
     os._exit(status & 0xFF)
-running, buffer = {}, b""
-sel = selectors.DefaultSelector(); sel.register(0, selectors.EVENT_READ)
+_victims = [-1]  # isolated: every process of the job's pid namespace; else only the solution's process group
+def _end_all(*_):
+    try: os.kill(_victims[0], signal.SIGKILL)
+    except OSError: pass
+def _init(req, out, err, report):
+    "pid 1 of the job: runs the solution as pid 2, reaps everything, reports the solution's wait status"
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with its supervisor
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR2, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)  # at pid 1 a default action means "ignored" for senders inside
+    signal.signal(signal.SIGUSR1, _end_all)  # the supervisor's "time is up": kill all, then reap (so CPU is counted)
+    pid = _fork()
+    if pid == 0:
+        os.setpgid(0, 0); _solution(req, out, err)
+    try: os.setpgid(pid, pid)
+    except OSError: pass
+    if os.getpid() != 1:  # never kill(-1) outside a pid namespace of the job's own: that would be every process
+        _victims[0] = -pid
+    status = None
+    while True:
+        try: done, st = os.waitpid(-1, 0)
+        except ChildProcessError: break
+        if done == pid:
+            status = st
+            _end_all()  # whatever it left running
+    os.write(report, struct.pack("i", -1 if status is None else status)); os._exit(0)
+def _tail(fd, limit):
+    size = os.fstat(fd).st_size
+    return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", errors="replace")
+def _take_submission(wd, dest, cap):
+    "Copy work/submission.csv to the server's output folder, never following a link; say precisely what it was"
+    try: src = os.open("submission.csv", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=wd)
+    except FileNotFoundError: return {"kind": "missing"}
+    except OSError as e: return {"kind": "symlink" if e.errno == 40 else "unreadable", "error": e.strerror}
+    try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode):
+            kinds = {stat.S_IFIFO: "fifo", stat.S_IFDIR: "directory", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
+            return {"kind": kinds.get(stat.S_IFMT(info.st_mode), "special file")}
+        if info.st_size > cap: return {"kind": "too_large", "size": info.st_size}
+        out = os.open("submission.csv", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dest)
+        try:
+            while os.sendfile(out, src, None, 1 << 20): pass
+        finally: os.close(out)
+        return {"kind": "file", "size": info.st_size}
+    finally: os.close(src)
+def _supervise(req, result, dest):
+    "The job's own watcher (outside its pid namespace, invisible to it): wall clock, output cap, wait4, submission"
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+    null = os.open(os.devnull, os.O_RDWR); os.dup2(null, 0); os.dup2(null, 1)  # never the host's channel
+    _only_fds(result, dest)
+    if req["isolate"]: _namespaces(req)
+    else: os.mkdir(req["cwd"])
+    wd = os.open(req["cwd"], os.O_RDONLY | os.O_DIRECTORY)
+    out, err = os.memfd_create("stdout", 0), os.memfd_create("stderr", 0)
+    rd, wr = os.pipe()
+    started = time.monotonic()
+    init = _fork()
+    if init == 0:
+        os.close(rd); os.close(result); os.close(dest); os.close(wd)
+        _init(req, out, err, wr)
+    os.close(wr)
+    pidfd = os.pidfd_open(init)
+    timed_out = overflow = False
+    deadline = started + req["wall_s"]
+    while not select_one(pidfd, min(0.02, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline: timed_out = True
+        elif os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]: overflow = True
+        if timed_out or overflow:
+            os.kill(init, signal.SIGUSR1)  # init kills and reaps everything, so their CPU seconds are counted
+            if not select_one(pidfd, 5.0): os.kill(init, signal.SIGKILL)
+            break
+    _, init_status, usage = os.wait4(init, 0)
+    wall = time.monotonic() - started
+    report = os.read(rd, 4)
+    answer = {"status": struct.unpack("i", report)[0] if len(report) == 4 else None, "wall_s": wall,
+              "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out,
+              "overflow": overflow, "stdout": _tail(out, req["tail"]), "stderr": _tail(err, req["tail"]),
+              "submission": _take_submission(wd, dest, req["cap"])}
+    os.write(result, json.dumps(answer).encode()); os._exit(0)
+def select_one(fd, timeout):
+    return bool(select.select([fd], [], [], timeout)[0])
+_me = resource.getrusage(resource.RUSAGE_SELF)
+_send({"ready": True, "startup_cpu_s": _me.ru_utime + _me.ru_stime, "vm_mb": _vm_bytes() / 2**20})
+sel = selectors.DefaultSelector(); sel.register(0, selectors.EVENT_READ, None)
+running, buffer, beat = {}, b"", time.monotonic()
+def _start(req):
+    folder = _cfg["out"] + "/" + req["id"]
+    os.mkdir(folder, 0o700)
+    dest = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    rd, wr = os.pipe()
+    pid = _fork()
+    if pid == 0:
+        try:
+            os.close(rd); _supervise(req, wr, dest)
+        except BaseException as e:
+            try: os.write(wr, json.dumps({"error": "%s: %s" % (type(e).__name__, e)}).encode())
+            except BaseException: pass
+        os._exit(0)
+    os.close(wr); os.close(dest)
+    running[rd] = {"id": req["id"], "pid": pid, "data": b""}
+    sel.register(rd, selectors.EVENT_READ, rd)
 while True:
-    for _key, _ in sel.select(0.005 if running else None):
-        chunk = os.read(0, 1 << 16)
-        if not chunk:
-            for pid in running:
-                try: os.killpg(pid, signal.SIGKILL)
-                except OSError: pass
-            os._exit(0)
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            req = json.loads(line)
-            req["rlimits"]["RLIMIT_AS"] = _vm_bytes() + req["rlimits"]["RLIMIT_AS"]
-            started = time.monotonic()
-            pid = os.fork()
-            if pid == 0:
-                _child(req)
-            running[pid] = dict(req=req, started=started, timed_out=False, overflow=False)
-    now = time.monotonic()
-    for pid, job in list(running.items()):
-        req = job["req"]
-        if not job["timed_out"] and now - job["started"] > req["wall_s"]:
-            job["timed_out"] = True
-            try: os.killpg(pid, signal.SIGKILL)
-            except OSError: pass
-        if not job["overflow"]:
-            try: size = os.stat(req["root"] + "/stdout").st_size + os.stat(req["root"] + "/stderr").st_size
-            except OSError: size = 0
-            if size > req["max_output"]:
-                job["overflow"] = True
-                try: os.killpg(pid, signal.SIGKILL)
-                except OSError: pass
-    while running:
-        pid, status, usage = os.wait4(-1, os.WNOHANG)
-        if pid == 0: break
-        job = running.pop(pid, None)
-        if job is None: continue
-        try: os.killpg(pid, signal.SIGKILL)  # whatever the solution left running in its group
-        except OSError: pass
-        if _cfg["reap_orphans"]: _kill_orphans()
-        _send({"id": job["req"]["id"], "status": status, "wall_s": time.monotonic() - job["started"],
-               "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024,
-               "timed_out": job["timed_out"], "overflow": job["overflow"]})
+    for key, _ in sel.select(0.5):
+        if key.data is None:
+            chunk = os.read(0, 1 << 20)
+            if not chunk:
+                for job in running.values():
+                    try: os.kill(job["pid"], signal.SIGKILL)
+                    except OSError: pass
+                os._exit(0)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                _start(json.loads(line))
+        else:
+            job = running[key.data]
+            chunk = os.read(key.data, 1 << 20)
+            if chunk:
+                job["data"] += chunk; continue
+            sel.unregister(key.data); os.close(key.data); del running[key.data]
+            _, status = os.waitpid(job["pid"], 0)
+            try: answer = json.loads(job["data"])
+            except ValueError: answer = {"error": "the job's supervisor died (wait status %d)" % status}
+            answer["id"] = job["id"]
+            _send(answer)
+    if running and time.monotonic() - beat > 0.5:
+        _send({"heartbeat": len(running)}); beat = time.monotonic()
 '''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT))
-
-DEFAULT_PRELOAD = ("numpy", "pandas", "scipy", "sklearn", "sklearn.linear_model", "sklearn.ensemble",
-                   "sklearn.neighbors", "sklearn.tree", "sklearn.svm", "sklearn.naive_bayes", "sklearn.preprocessing",
-                   "sklearn.model_selection", "sklearn.pipeline", "sklearn.impute", "sklearn.compose", "sklearn.metrics",
-                   "sklearn.dummy", "sklearn.neural_network")
 
 # %% ../nbs/140_warm.ipynb #543ec543
 log = logging.getLogger("wmrl.warm")
 
 class ServerDied(RuntimeError):
-    "The warm server went away while a job was in flight: an infrastructure failure, not the solution's."
+    "The warm server went away (or stopped answering) while a job was in flight."
+
+class Contested(RuntimeError):
+    "A job was killed by the server's shared memory cap while other jobs ran: whose fault it was is unknown."
 
 class ForkServer:
     "A warm interpreter for one task's public folder, inside the cold backend's sandbox."
 
     def __init__(self, public: Path, cold, preload, slots: int, limits: SandboxLimits):
         self.public, self.lock, self.waiting, self.closed = public, threading.Lock(), {}, False
-        self.jobs = Workdir(limits.disk_mb * slots + 64)  # one tmpfs for all jobs of this server (root only)
+        self.isolate, self.dispatched = isinstance(cold, BwrapBackend), 0
+        self.jobs = Workdir((limits.file_mb + 1) * slots + 64, owner=None)  # per-job outputs (the submissions)
         cmd, env, cwd = cold.command(Path(self.jobs.tmp), self.jobs, public, limits, report_usage=False)
         env = dict(env)
         at = len(cmd) - 1 - cmd[::-1].index(cold.python)  # the interpreter: the launcher follows it
-        config = json.dumps({"preload": list(preload), "reap_orphans": isinstance(cold, BwrapBackend)})
-        if isinstance(cold, BwrapBackend):
+        self.inside = "/workdir" if self.isolate else str(self.jobs.work)  # the jobs folder, seen by the server
+        config = json.dumps({"preload": list(preload), "out": self.inside})
+        if self.isolate:
             cmd = [c for c in cmd[:at] if c != "--die-with-parent"] + ["--setenv", "WMRL_WARM", config]
-            self.inside = "/workdir"   # where the jobs folder is seen from inside the sandbox
         else:
-            env["WMRL_WARM"], self.inside = config, str(self.jobs.work)
-            cmd = cmd[:at]
+            env["WMRL_WARM"], cmd = config, cmd[:at]
         self.group = None
         if CgroupV1.available():  # the whole server: a fork bomb or a memory hog stops at the group's caps
-            self.group = CgroupV1(limits.nproc * slots + 16, (limits.memory_mb + limits.disk_mb) * slots + 1024)
+            per_job = limits.memory_mb + limits.disk_mb + limits.max_output_mb
+            self.group = CgroupV1(limits.nproc * slots + 16, per_job * slots + 1024)
             join = " ".join(f"echo $$ > {f};" for f in self.group.procs_files)
             cmd = ["/bin/sh", "-c", f'{join} exec "$@"', "sh", *cmd]
         self.started = time.monotonic()
@@ -199,19 +302,16 @@ class ForkServer:
             raise ServerDied(f"warm server for {public} did not start: {self.log_tail()}")
         ready = json.loads(hello)
         self.startup_cpu_s, self.startup_wall_s = ready["startup_cpu_s"], time.monotonic() - self.started
-        self.vm_mb, self.unpaid_startup = ready["vm_mb"], True
+        self.vm_mb, self.unpaid_startup, self.last_heard = ready["vm_mb"], True, time.monotonic()
         threading.Thread(target=self._read, daemon=True, name=f"wmrl-warm-{public.parent.name}").start()
 
-    def log_tail(self, limit: int = 2000) -> str:
-        try:
-            return (self.jobs.root / "server.log").read_text(errors="replace")[-limit:]
-        except OSError:
-            return ""
-
     def _read(self) -> None:
-        "Deliver each answer line to its waiting job; on EOF fail everything still in flight."
+        "Deliver each answer line to its waiting job (heartbeats only prove liveness); on EOF fail everything in flight."
         for line in self.proc.stdout:
+            self.last_heard = time.monotonic()
             answer = json.loads(line)
+            if "id" not in answer:
+                continue
             with self.lock:
                 slot = self.waiting.pop(answer["id"], None)
             if slot is not None:
@@ -223,8 +323,24 @@ class ForkServer:
         for slot in pending:
             slot[0].set()
 
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            return (self.jobs.root / "server.log").read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
     @property
     def alive(self) -> bool: return not self.closed and self.proc.poll() is None
+
+    def kill(self) -> None:
+        "Kill a wedged or stopped server and everything in its sandbox (SIGKILL also ends a SIGSTOPped process)."
+        self.closed = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if self.group is not None:
+            self.group.kill_all()
 
     def close(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
@@ -235,72 +351,103 @@ class ForkServer:
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
+            self.kill()
             self.proc.wait(5)
         if self.group is not None:
             self.group.remove()
         self.jobs.cleanup()
 
 # %% ../nbs/140_warm.ipynb #8fd5b61c
-def _tail(path: Path, limit: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
 def _rlimits(limits: SandboxLimits) -> dict:
-    "The child's caps; RLIMIT_AS is added to the server's own address space by the server."
-    return {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_FSIZE": limits.file_mb << 20,
-            "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
+    """The solution's caps: the numbers a cold launcher sets. RLIMIT_AS is the whole address space, the preloaded
+    modules included, exactly as for a cold process that imported them: one meaning of memory_mb everywhere."""
+    return {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20,
+            "RLIMIT_FSIZE": limits.file_mb << 20, "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
+
+def _request(server: ForkServer, job_id: str, code: str, limits: SandboxLimits) -> dict:
+    "One job for the server: the code itself travels in the request, so the host writes nothing the job can reach."
+    cwd = "/workdir" if server.isolate else f"{server.inside}/{job_id}-work"
+    env = {} if server.isolate else {"SUBMISSION_PATH": f"{cwd}/submission.csv", "TMPDIR": cwd, "HOME": cwd}
+    return {"id": job_id, "code": code, "cwd": cwd, "env": env, "isolate": server.isolate,
+            "rlimits": _rlimits(limits), "wall_s": limits.wall_s, "max_output": limits.max_output_mb << 20,
+            "tail": limits.output_kb << 10, "cap": submission_cap(server.public, limits),
+            "disk_kb": limits.disk_mb << 10, "inodes": 100000}
+
+def _await(server: ForkServer, slot: list, limits: SandboxLimits, job_id: str, stale_s: float = 15.0) -> dict:
+    "Wait for the answer; a server that sends nothing (not even a heartbeat) for stale_s is stopped or wedged: kill it."
+    deadline = time.monotonic() + limits.wall_s + 60.0
+    while not slot[0].wait(0.5):
+        now = time.monotonic()
+        if now - server.last_heard > stale_s or now > deadline:
+            server.kill()
+            raise ServerDied(f"the warm server stopped answering (job {job_id}); killed it: {server.log_tail(300)}")
+    if len(slot) < 2:
+        raise ServerDied(f"the warm server died during job {job_id}: {server.log_tail(500)}")
+    if "error" in slot[1]:
+        raise ServerDied(f"the warm server could not start job {job_id}: {slot[1]['error']}")
+    return slot[1]
 
 # %% ../nbs/140_warm.ipynb #5e573225
+_KIND_NAMES = {"fifo": "a FIFO (named pipe)", "directory": "a directory", "socket": "a socket", "device": "a device",
+               "special file": "a special file", "unreadable": "unreadable"}
+
 def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) -> RawRun:
     "Run one solution on a warm server and return what a cold backend would have observed."
-    job_id = uuid.uuid4().hex[:12]
-    host = server.jobs.work / job_id  # the job's folder on the host: solution.py, stdout, stderr, work/
-    (host / "work").mkdir(parents=True)
-    (host / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
-    inside = f"{server.inside}/{job_id}"
-    env = {"SUBMISSION_PATH": f"{inside}/work/submission.csv", "TMPDIR": f"{inside}/work", "HOME": f"{inside}/work"}
-    request = {"id": job_id, "root": inside, "env": env, "rlimits": _rlimits(limits), "wall_s": limits.wall_s,
-               "max_output": limits.max_output_mb << 20}
-    slot = [threading.Event()]
+    job_id, slot = uuid.uuid4().hex[:12], [threading.Event()]
     try:
         ooms = server.group.oom_kills() if server.group is not None else 0
         with server.lock:
             if server.closed:
                 raise ServerDied("the warm server had already stopped")
             server.waiting[job_id] = slot
-            server.proc.stdin.write((json.dumps(request) + "\n").encode())
+            crowd, server.dispatched = server.dispatched, server.dispatched + 1
+            neighbours = len(server.waiting) - 1
+            if not neighbours:  # an idle server sends no heartbeats: its silence so far proves nothing
+                server.last_heard = time.monotonic()
+            server.proc.stdin.write((json.dumps(_request(server, job_id, code, limits)) + "\n").encode())
             server.proc.stdin.flush()
-        if not slot[0].wait(limits.wall_s + 30.0) or len(slot) < 2:
-            raise ServerDied(f"no answer from the warm server for job {job_id}: {server.log_tail(500)}")
-        answer = slot[1]
+        answer = _await(server, slot, limits, job_id)
         status = answer["status"]
-        raw = RawRun(exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                     signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        raw = RawRun(exit_code=os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None,
+                     signal=os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None,
                      wall_s=answer["wall_s"], cpu_s=answer["cpu_s"], peak_mb=answer["peak_mb"],
-                     stdout_tail=_tail(host / "stdout", limits.output_kb << 10),
-                     stderr_tail=_tail(host / "stderr", limits.output_kb << 10),
+                     stdout_tail=answer["stdout"], stderr_tail=answer["stderr"],
                      timed_out=answer["timed_out"], output_overflow=answer["overflow"])
-        if server.group is not None and raw.signal == 9 and server.group.oom_kills() > ooms:
-            raw.oom_killed = True  # the group's memory cap fired while this job was running
-        if tree_bytes(host) > limits.disk_mb << 20:
-            raw.disk_overflow = True
-        raw.submission_path = copy_regular_file(host / "work" / "submission.csv", Path(output_dir), limits.file_mb << 20)
+        if server.group is not None and raw.signal == signal.SIGKILL and server.group.oom_kills() > ooms:
+            with server.lock:
+                shared = neighbours > 0 or len(server.waiting) > 0 or server.dispatched > crowd + 1
+            if shared:  # the shared cap fired while others ran: rerun alone to know whose memory it was
+                raise Contested(f"job {job_id} was killed by the shared memory cap while other jobs ran")
+            raw.oom_killed = True
+        sub = answer["submission"]
+        if sub["kind"] == "file":
+            raw.submission_path, raw.submission_problem = fetch_submission(server.jobs.work / job_id, Path(output_dir),
+                                                                           submission_cap(server.public, limits))
+        elif sub["kind"] != "missing":
+            kind = _KIND_NAMES.get(sub["kind"], sub["kind"])
+            raw.submission_problem = submission_problem(kind, sub.get("size", 0), submission_cap(server.public, limits))
         return raw
     except (BrokenPipeError, OSError) as err:
         raise ServerDied(f"warm server pipe failed: {err}") from err
     finally:
         with server.lock:
             server.waiting.pop(job_id, None)
-        shutil.rmtree(host, ignore_errors=True)
+        _remove_outputs(server.jobs.work / job_id)
+
+def _remove_outputs(folder: Path) -> None:
+    "The server made this folder (the job never sees it); remove it without following anything."
+    try:
+        os.unlink(folder / "submission.csv")
+    except OSError:
+        pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 # %% ../nbs/140_warm.ipynb #cad6f413
 class WarmBackend:
-    "Forking, pre-imported interpreters (one per task) inside the bwrap (or subprocess) sandbox."
+    "Forking, pre-imported interpreters (one per task) inside the bwrap (or subprocess) sandbox; one namespace set per job."
     name = "warm"
 
     def __init__(self, base: str = "auto", preload=DEFAULT_PRELOAD, max_servers: int = 16, slots: int = 2,
@@ -316,11 +463,12 @@ class WarmBackend:
         self.preload, self.max_servers, self.slots = tuple(preload), max_servers, slots
         self.servers: OrderedDict[tuple, ForkServer] = OrderedDict()
         self.lock = threading.Lock()
+        self.reruns = 0  # jobs rerun alone after a crash or a contested memory kill (for the ledger and tests)
         atexit.register(self.close)
 
     def server(self, public: Path, limits: SandboxLimits) -> ForkServer:
         "The live server for this folder and these limits (started, or restarted, on demand)."
-        key = (public, limits.memory_mb, limits.disk_mb, limits.nproc)
+        key = (public, limits.memory_mb, limits.disk_mb, limits.nproc, limits.file_mb, limits.max_output_mb)
         with self.lock:
             server = self.servers.get(key)
             if server is None or not server.alive:
@@ -332,22 +480,59 @@ class WarmBackend:
             self.servers.move_to_end(key)
             return server
 
-    def run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawRun:
-        if not isinstance(code, str):
-            raise TypeError(f"code must be a str, got {type(code).__name__}")
-        server = self.server(_check_public_dir(public_dir), limits)
+    def close(self) -> None:
+        with self.lock:
+            while self.servers:
+                self.servers.popitem()[1].close()
+
+# %% ../nbs/140_warm.ipynb #a7c1d001
+def _run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawRun:
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str, got {type(code).__name__}")
+    public = _check_public_dir(public_dir)
+    server = self.server(public, limits)
+    try:
         raw = run_job(server, code, limits, output_dir)
-        raw.backend = self.label
-        raw.notes.append("no per-job cgroup: the child's rlimits and wait4 usage")
+    except (ServerDied, Contested) as err:  # rerun once, alone, before anyone is blamed
+        with self.lock:
+            self.reruns += 1
+        raw = self._alone(public, code, limits, output_dir, str(err))
+    else:
         if raw.signal is None:  # a killed run's CPU seconds decide `timeout`: the start goes to the next one
             with server.lock:
                 startup, server.unpaid_startup = (server.startup_cpu_s if server.unpaid_startup else 0.0), False
             if startup:
                 raw.cpu_s += startup
                 raw.notes.append(f"charged the warm server's start: {startup:.2f} CPU-s")
-        return raw
+    raw.backend = self.label
+    raw.notes.append("own user/pid/mount/net namespaces and tmpfs; caps: the job's rlimits, the server's cgroup")
+    return raw
 
-    def close(self) -> None:
-        with self.lock:
-            while self.servers:
-                self.servers.popitem()[1].close()
+WarmBackend.run = _run
+
+# %% ../nbs/140_warm.ipynb #a7c1d002
+def _alone(self, public: Path, code: str, limits: SandboxLimits, output_dir, why: str) -> RawRun:
+    """Rerun a job caught in a crash on a fresh server of its own. If it takes that one down too, the failure is
+    its own: its status (memory when the cap fired, timeout past its clock, runtime_error otherwise) and the
+    CPU it burnt (the lone server's cgroup), never an ungraded infrastructure error."""
+    solo = ForkServer(public, self.cold, self.preload, 1, limits)
+    started, cpu0 = time.monotonic(), solo.group.cpu_s() if solo.group is not None else math.nan
+    try:
+        raw = run_job(solo, code, limits, output_dir)
+        raw.notes.append(f"rerun alone on a fresh warm server ({why})")
+        return raw
+    except (ServerDied, Contested) as err:
+        wall = time.monotonic() - started
+        oom = solo.group is not None and solo.group.oom_kills() > 0
+        cpu = solo.group.cpu_s() - cpu0 if solo.group is not None else math.nan
+        message = f"the solution took down its warm server, alone on it too ({err})"
+        log.warning("blamed on the solution: %s", message)
+        raw = RawRun(exit_code=None if oom else 1, signal=signal.SIGKILL if oom else None, wall_s=wall, cpu_s=cpu,
+                     peak_mb=math.nan, stdout_tail="", stderr_tail=message, timed_out=wall >= limits.wall_s,
+                     oom_killed=oom)
+        raw.notes.append(message)
+        return raw
+    finally:
+        solo.close()
+
+WarmBackend._alone = _alone
