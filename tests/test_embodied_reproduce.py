@@ -76,7 +76,7 @@ def test_every_arm_trains_through_the_kits_correction_step(tmp_path, monkeypatch
         return original(self, *args, **kwargs)
     monkeypatch.setattr(correction.WMRLCorrector, "correct", counting)
     tiny = dict(train_tasks=("reach-v3",), heldout_tasks=("drawer-close-v3",), train_inits=4, eval_inits=(40,),
-                rollouts_per_init=2, groups_per_step=3, steps=2, budget=30, demos_per_task=1, sft_epochs=5,
+                rollouts_per_init=2, groups_per_step=3, steps=2, budget=100, demos_per_task=1, sft_epochs=5,
                 wm_inits=2, wm_noises=(0.0, 2.0), wm_epochs=5, cache_dir=str(tmp_path / "cache"))
     for arm, method in ARMS.items():
         metrics = run_embodied(EmbodiedConfig(method=method, **tiny), tmp_path / arm, progress=False)
@@ -92,3 +92,11 @@ def test_bad_grid_is_one_line_on_stderr(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "unknown methods ['sparse']" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_importing_the_embodied_modules_loads_no_simulator_or_torch():
+    code = ("import json, sys, wmrl.embodied_report, wmrl.embodied_loop, wmrl.embodied_policy, wmrl.embodied_progress, "
+            "wmrl.embodied_sim, wmrl.libero; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'torch', 'metaworld', 'mujoco', 'gymnasium', 'libero', 'robosuite'})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
