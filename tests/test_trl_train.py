@@ -32,7 +32,8 @@ def test_paper_hyperparameters_in_gpu_configs():
         config = load_config(name)
         trl = config["trl"]
         assert trl["num_generations"] == 8
-        assert trl["per_device_train_batch_size"] * trl["gradient_accumulation_steps"] == 64  # 8 groups of 8
+        processes = {"h200x1": 1, "h100x8": 8}[config["resources"]["hardware"][0]]  # the layout it is sized for
+        assert trl["per_device_train_batch_size"] * trl["gradient_accumulation_steps"] * processes == 64  # 8 groups of 8
         assert trl["learning_rate"] == 1e-6 and trl["entropy_coef"] == 0.002
         assert trl["max_completion_length"] == 4096
         assert trl["use_vllm"] is True and trl["vllm_mode"] == "colocate"
@@ -77,10 +78,11 @@ def test_missing_config_file():
 
 @pytest.mark.parametrize("name", ["qwen3.5-4b", "qwen3.5-9b"])
 def test_gpu_config_dry_run_resolves_trl_config(name):
-    code, out, err = run_cli(name, "--dry-run")
+    code, out, err = run_cli(name, "--dry-run")  # in a 1-process shell; the 9B config is sized for 8 processes
     assert code == 0, out + err[-3000:]
     resolved = json.loads(out)
-    assert resolved["groups_per_step"] == 8 and resolved["rows_per_step"] == 64
+    processes = 1 if name == "qwen3.5-4b" else 8
+    assert resolved["groups_per_step"] * processes == 8 and resolved["rows_per_step"] * processes == 64
     assert resolved["trl"]["use_vllm"] is True and resolved["trl"]["use_cpu"] is False
     assert resolved["trl"]["learning_rate"] == 1e-6 and resolved["trl"]["num_generations"] == 8
     assert resolved["correction"]["method"] == "wmrl" and resolved["correction"]["warmup"] == 32

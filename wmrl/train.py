@@ -27,9 +27,9 @@ import yaml
 from .correction import METHODS, CorrectionConfig, WMRLCorrector
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'validate_agent', 'correction_config',
-           'run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'sandbox_limits', 'build_scorer',
-           'agent_menu', 'run_training', 'dry_run', 'cli_train']
+__all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'validate_scale_out', 'validate_agent',
+           'correction_config', 'run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'model_path',
+           'policy_path', 'sandbox_limits', 'build_scorer', 'agent_menu', 'run_training', 'dry_run', 'cli_train']
 
 # %% ../nbs/410_train.ipynb #98d9cc5a
 DEFAULTS = {
@@ -37,9 +37,11 @@ DEFAULTS = {
     "method": "wmrl",  # one of wmrl.correction.METHODS
     "seed": 0,
     "output_dir": None,  # None: <settings.runs_dir>/train/<name>-<method>-seed<seed>
-    "model": {"path": None,  # folder or hub id of the policy (loaded by TRL)
+    "model": {"path": None,  # folder or hub id of the policy (loaded by TRL); ~ and $VARS are expanded
               "tiny": False,  # True: build a random tiny Qwen3 + local BPE tokenizer instead (CPU tests)
-              "tiny_vocab_size": 512},
+              "tiny_vocab_size": 512,
+              "architecture": None,  # reproductions/configs/models/<name>.json: the shape --plan sizes (None: tiny)
+              "random_init": False},  # True: a random model of `architecture` + the local tokenizer (GPU box, no weights)
     "tasks": {"loader": "task",  # "task": kit task folders (wmrl.tasks); "mledojo": competitions prepared by MLE-Dojo
               "root": None,  # folder that relative task paths are read from (None: the cwd, else the repo root)
               "paths": ["toy/tasks/iris"],  # task folders; for loader "mledojo", competition names under root
@@ -68,6 +70,12 @@ DEFAULTS = {
                 "ray": None},  # RayExecutionPool kwargs (address, num_cpus, memory_mb, task_data, ...): fan out over Ray
     "correction": {},  # CorrectionConfig fields except `method` (defaults: the core's, i.e. the official values)
     "trl": {},  # GRPOConfig fields (validated against the installed TRL when the run is resolved)
+    "resources": {"hardware": [],  # hardware profiles (wmrl.plan.HARDWARE) this config must fit; CI runs --plan on each
+                  "processes": None,  # training processes (None: the profile's GPU count)
+                  "zero_stage": 0,  # DeepSpeed ZeRO stage of the accelerate config used with it (0: none)
+                  "prompt_tokens": None,  # one-shot prompts: tokens per prompt for the plan (None: 1024)
+                  "data_gib": 0.0,  # task data on the same disk
+                  "process_host_gib": 8.0},  # host memory of one training process besides its sandbox jobs
 }
 
 # %% ../nbs/410_train.ipynb #a2debe12
@@ -165,8 +173,24 @@ def validate_config(config: dict) -> None:
         raise ValueError("tasks.program is 'menu' but tasks.menu lists no program files")
     if not isinstance(tasks["prompts_per_task"], int) or tasks["prompts_per_task"] < 1:
         raise ValueError(f"tasks.prompts_per_task must be a positive int, got {tasks['prompts_per_task']!r}")
-    if not config["model"]["tiny"] and not config["model"]["path"]:
-        raise ValueError("set model.path (a folder or hub id) or model.tiny=true")
+    if not config["model"]["tiny"] and not config["model"]["path"] and not config["model"]["random_init"]:
+        raise ValueError("set model.path (a folder or hub id), model.tiny=true or model.random_init=true")
+    if config["model"]["random_init"] and not config["model"]["architecture"]:
+        raise ValueError("model.random_init needs model.architecture (a file in reproductions/configs/models)")
+    validate_scale_out(config)
+
+def validate_scale_out(config: dict) -> None:
+    "Settings that fail or bias silently at full scale: a sequence-level IS mode, unknown hardware names."
+    trl = config["trl"]
+    if trl.get("use_vllm") and trl.get("vllm_importance_sampling_correction", True) and \
+            trl.get("vllm_importance_sampling_mode", "sequence_mask") in ("sequence_mask", "sequence_truncate"):
+        raise ValueError("trl.vllm_importance_sampling_mode is sequence-level (TRL's default sequence_mask): over a "
+                         "multi-thousand-token episode exp(sum of log-ratios) masks or clips whole rows and can swamp "
+                         "the anchor multipliers; use token_truncate (or token_mask)")
+    from wmrl.plan import HARDWARE
+    unknown = [h for h in config["resources"]["hardware"] if h not in HARDWARE]
+    if unknown:
+        raise ValueError(f"resources.hardware {unknown} are not profiles of wmrl.plan.HARDWARE ({sorted(HARDWARE)})")
 
 def validate_agent(config: dict) -> None:
     "The `agent` section: positive budgets, a known feedback source, one token cap per turn."
@@ -268,6 +292,24 @@ def _agent_rows(config: dict, tasks: dict) -> list[dict]:
         rows += [{"prompt": messages if section["chat"] else text, "task_id": task_id}] * section["prompts_per_task"]
     return rows
 
+# %% ../nbs/410_train.ipynb #b8f43a8f
+def model_path(path):
+    "A model folder or hub id from a config: ~ and $VARS expanded (transformers would read '~/x' as a bad repo id)."
+    if path is None:
+        return None
+    expanded = os.path.expanduser(os.path.expandvars(str(path)))
+    return expanded if (expanded != str(path) or Path(expanded).exists()) else str(path)
+
+def policy_path(config: dict, out: Path) -> str:
+    "The policy TRL loads: model.path (expanded), a tiny random model, or a random model of model.architecture."
+    from wmrl.trl_adapter import random_policy, tiny_policy
+    section = config["model"]
+    if section["tiny"]:
+        return str(tiny_policy(out / "policy", seed=config["seed"], vocab_size=section["tiny_vocab_size"]))
+    if section["random_init"]:
+        return str(random_policy(section["architecture"], out / "policy", seed=config["seed"]))
+    return model_path(section["path"])
+
 # %% ../nbs/410_train.ipynb #9ef8e468
 def sandbox_limits(config: dict):
     "SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini)."
@@ -283,8 +325,10 @@ def build_scorer(config: dict, tasks: dict, world_model=None):
     from wmrl.wm_backends import get_world_model
     section = config["world_model"]
     options = dict(section["options"])
-    if section["backend"] in ("vllm", "transformers", "http"):
-        options.setdefault("model", section["model"] or config["model"]["path"])  # same backbone, frozen copy
+    if section["backend"] in ("vllm", "transformers"):  # same backbone, frozen copy; ~ and $VARS expanded
+        options.setdefault("model", model_path(section["model"] or config["model"]["path"]))
+    elif section["backend"] == "http":  # a served model's name, not a path
+        options.setdefault("model", section["model"] or config["model"]["path"])
     if world_model is None:
         world_model = get_world_model(section["backend"], **options)
     sandbox, limits = config["sandbox"], sandbox_limits(config)
@@ -362,11 +406,9 @@ def run_training(config: dict, world_model=None) -> dict:
     (out / "config.json").write_text(json.dumps({**config, "provenance": _provenance()}, indent=2, default=str))
     from datasets import Dataset
 
-    from wmrl.trl_adapter import make_wmrl_trainer_class, tiny_policy
+    from wmrl.trl_adapter import make_wmrl_trainer_class
     args = grpo_config(config, out / "trainer")
-    model = config["model"]["path"]
-    if config["model"]["tiny"]:
-        model = str(tiny_policy(out / "policy", seed=config["seed"], vocab_size=config["model"]["tiny_vocab_size"]))
+    model = policy_path(config, out)
     tasks = build_tasks(config)
     scorer = build_scorer(config, tasks, world_model)  # the world model is built before TRL's vLLM engine
     trainer = make_wmrl_trainer_class()(model, args=args, train_dataset=Dataset.from_list(build_dataset_rows(config, tasks)),
@@ -422,15 +464,33 @@ def dry_run(config: dict) -> dict:
             "groups_per_step": groups, "rows_per_step": groups * args.num_generations,
             "run_dir": str(run_folder(config)), "notes": notes}
 
+def _print_plans(config: dict, hardware: list[str]) -> int:
+    "--plan: one table per hardware profile on stdout; 0 when every plan fits, 1 otherwise."
+    from wmrl.plan import HARDWARE, format_plan, plan
+    if not hardware:
+        raise ValueError("no hardware to plan for: pass --hardware NAME or set resources.hardware "
+                         f"(profiles: {sorted(HARDWARE)})")
+    results = []
+    for name in hardware:
+        if name not in HARDWARE:
+            raise ValueError(f"unknown hardware {name!r}; profiles: {sorted(HARDWARE)}")
+        results.append(plan(config, name))
+        print(format_plan(config, results[-1]))
+    return 0 if all(r["fits"] for r in results) else 1
+
 def cli_train(argv: list[str] | None = None) -> int:
     "`wmrl train CONFIG [key=value ...] [--dry-run]`: run WMRL or a baseline through TRL; prints JSON."
     parser = argparse.ArgumentParser(prog="wmrl train", description="Train with WMRL (or a baseline) through TRL.")
     parser.add_argument("config", help="YAML file, or a name in reproductions/configs (tiny-cpu, qwen3.5-4b, ...)")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. method=grpo_real trl.max_steps=3")
     parser.add_argument("--dry-run", action="store_true", help="resolve and print the configs without loading weights")
+    parser.add_argument("--plan", action="store_true", help="print the memory/disk plan; exit 1 if it does not fit")
+    parser.add_argument("--hardware", action="append", help="hardware profile(s) for --plan (default: resources.hardware)")
     options = parser.parse_args(argv)
     try:
         config = load_config(options.config, options.overrides)
+        if options.plan:
+            return _print_plans(config, options.hardware or config["resources"]["hardware"])
         with contextlib.redirect_stdout(sys.stderr):  # TRL's progress and log lines; stdout carries only the JSON
             result = dry_run(config) if options.dry_run else run_training(config)
     except (ValueError, TypeError, FileNotFoundError) as error:
