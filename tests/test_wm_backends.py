@@ -65,7 +65,7 @@ def test_transformers_sampling_gives_n_samples():
 
 class _FakeEngine:
     def __init__(self, texts): self.texts, self.calls = texts, []
-    def chat(self, conversations, params, use_tqdm=True):
+    def chat(self, conversations, params, use_tqdm=True, chat_template_kwargs=None):
         self.calls.append((conversations, params))
         return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=t, finish_reason=r) for t, r in self.texts[: params.n]])
                 for _ in conversations]

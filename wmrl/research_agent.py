@@ -18,11 +18,11 @@ from .grading import leaderboard_position
 from .mledojo import KaggleEnv
 
 # %% auto #0
-__all__ = ['ACTION_KINDS', 'PYTHON_TAGS', 'SYSTEM_PROMPT', 'MALFORMED_FEEDBACK', 'EXAMPLE_MESSAGES', 'Action', 'scan_fences',
-           'parse_action', 'truncate_observation', 'system_prompt', 'task_overview', 'build_messages', 'Outcome',
-           'ladder_from_observation', 'SandboxFeedback', 'predicted_feedback', 'WorldModelFeedback', 'Turn',
-           'Trajectory', 'clip_response', 'as_feedback', 'Episode', 'run_episode', 'observe_batch', 'menu_message',
-           'transformers_generate_fn', 'world_model_reward']
+__all__ = ['ACTION_KINDS', 'PYTHON_TAGS', 'SYSTEM_PROMPT', 'MALFORMED_FEEDBACK', 'PREDICTED_WALL_S', 'EXAMPLE_MESSAGES', 'Action',
+           'scan_fences', 'parse_action', 'truncate_observation', 'system_prompt', 'task_overview', 'build_messages',
+           'Outcome', 'ladder_from_observation', 'SandboxFeedback', 'predicted_stdout', 'predicted_feedback',
+           'WorldModelFeedback', 'Turn', 'Trajectory', 'clip_response', 'as_feedback', 'Episode', 'run_episode',
+           'observe_batch', 'menu_message', 'transformers_generate_fn', 'world_model_reward']
 
 # %% ../nbs/510_research_agent.ipynb #9478db34
 ACTION_KINDS = ("request_info", "validate_code", "execute_code", "malformed")
@@ -193,18 +193,28 @@ class Outcome:
 
 MALFORMED_FEEDBACK = "No valid action found. Emit exactly one ```python``` code block, or <action>request_info</action>."
 
+def _reported(feedback: str, header: str, last: bool = False) -> list[str]:
+    "The lines of MLE-Dojo's own block under `header` (the first one: the solution's output can only come after it)."
+    lines = feedback.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == header]
+    return lines[(starts[-1] if last else starts[0]) + 1:] if starts else []
+
 def ladder_from_observation(feedback: str, reward: float, code: str) -> tuple[str, float, float | None]:
-    "(status, ladder reward, position) read off MLE-Dojo's feedback text, as the official grader does."
+    """(status, ladder reward, position) read off MLE-Dojo's feedback text, as the official grader does: from the
+    status line MLE-Dojo writes under its "=== Code Execution Results ===" header, never from a substring that
+    the solution's own output could contain."""
     from wmrl.grading import ladder_reward
     from wmrl.wm_verdicts import syntax_error_of
     if reward > 0:
         position = min(1.0, float(reward))
         return "ok", ladder_reward("ok", position), position
-    if "Execution successful" in feedback:
-        status = "invalid_submission" if "InvalidSubmission" in feedback else "no_submission"
+    block = _reported(feedback, "=== Code Execution Results ===")
+    if block and block[0].strip() == "Execution successful":
+        evaluation = "\n".join(_reported(feedback, "=== Submission Evaluation ===", last=True))
+        status = "invalid_submission" if "InvalidSubmission" in evaluation else "no_submission"
         return status, ladder_reward(status), None
     if syntax_error_of(code) is None:
-        status = "timeout" if "timed out" in feedback else "runtime_error"
+        status = "timeout" if block and "timed out" in block[0] else "runtime_error"
         return status, ladder_reward(status), None
     return "syntax_error", ladder_reward("syntax_error"), None
 
@@ -230,7 +240,11 @@ class SandboxFeedback:
         if action.kind == "malformed":
             return Outcome(MALFORMED_FEEDBACK, 0.0, "malformed")
         kwargs = {"info_type": action.info_type} if action.kind == "request_info" else {"code": action.code}
-        observation, reward = self.env.step(action.kind, **kwargs)
+        try:
+            observation, reward = self.env.step(action.kind, **kwargs)
+        except Exception as error:  # the sandbox broke, not the program: an ungraded infrastructure turn
+            text = f"=== Code Execution Results ===\nExecution failed: sandbox failure (not the solution's fault): {type(error).__name__}"
+            return Outcome(text, 0.0, "runtime_error", detail={"infra_error": f"{type(error).__name__}: {error}"})
         text = _feedback_text(observation)
         if action.kind != "execute_code":
             return Outcome(text, 0.0, action.kind, detail={"action_status": observation.get("action_status")})
@@ -240,6 +254,24 @@ class SandboxFeedback:
             return Outcome(text, float(record.reward), record.status, position, {"record": record.to_dict()})
         status, ladder, position = ladder_from_observation(text, float(reward), action.code)
         return Outcome(text, ladder, status, position, {"env_reward": float(reward)})
+
+# %% ../nbs/510_research_agent.ipynb #ab421c93
+PREDICTED_WALL_S = 5.0  # shown execution time when no real run of the task has been seen yet (an assumption)
+
+def predicted_stdout(code: str, limit: int = 400) -> str:
+    "What the program's module-level print() calls of constants would print (a world model cannot know the rest)."
+    import ast
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    lines = []
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "print" and not call.keywords \
+                and all(isinstance(a, ast.Constant) for a in call.args):
+            lines.append(" ".join(str(a.value) for a in call.args))
+    return "\n".join(lines)[-limit:]
 
 # %% ../nbs/510_research_agent.ipynb #de065ba5
 def _predicted_raw_score(task, position: float):
@@ -251,14 +283,16 @@ def _predicted_raw_score(task, position: float):
     index = min(len(board) - 1, max(0, int(round(len(board) * (1 - position)))))
     return float(board[index])
 
-def predicted_feedback(task, prediction, code: str) -> str:
-    "MLE-Dojo-shaped feedback for a world-model prediction."
+def predicted_feedback(task, prediction, code: str, wall_s: float = PREDICTED_WALL_S, best_raw=None, best_position=None) -> str:
+    "MLE-Dojo-shaped feedback for a world-model prediction, with the same fields as the sandbox's."
     from wmrl.wm_verdicts import format_traceback
     status = prediction.status
     if status in ("syntax_error", "runtime_error", "timeout", "memory"):
         text = prediction.feedback or format_traceback(prediction.error_type or "RuntimeError", "", prediction.line, code)
         return f"=== Code Execution Results ===\nExecution failed: {text}"
-    head = "=== Code Execution Results ===\nExecution successful\n\n=== Submission Evaluation ===\n"
+    stdout = predicted_stdout(code)
+    head = (f"=== Code Execution Results ===\nExecution successful\nCode execution time: {wall_s:.2f}s"
+            + (f"\nCode output: {stdout}" if stdout else "") + "\n\n=== Submission Evaluation ===\n")
     if status == "no_submission":
         return head + f"Submission error (SubmissionNotFoundError): {prediction.feedback or 'no submission.csv was written'}"
     if status == "invalid_submission":
@@ -271,6 +305,7 @@ def predicted_feedback(task, prediction, code: str) -> str:
             lines.append(f"{board} Leaderboard: Position {int(round(n * (1 - leaderboard_position(raw, scores, task.higher_is_better)))) + 1} / {n}")
         lines.append(f"Raw Score: {raw}")
     lines.append(f"Average Position Score: {prediction.position:.4f}")
+    lines += [f"Best Raw Score: {best_raw}", f"Best Position Score: {best_position}"]
     return head + "\n".join(lines)
 
 # %% ../nbs/510_research_agent.ipynb #3479b8c0
@@ -278,11 +313,12 @@ class WorldModelFeedback:
     "Predicted observations: the world model judges each program instead of running it."
     source = "world_model"
 
-    def __init__(self, world_model, task):
+    def __init__(self, world_model, task, wall_s: Callable[[], float] | float = PREDICTED_WALL_S):
         if not callable(getattr(world_model, "predict", None)):
             raise TypeError(f"world_model must have predict([(task, code)]), got {type(world_model).__name__}")
-        self.world_model, self.task = world_model, task
+        self.world_model, self.task, self.wall_s = world_model, task, wall_s
         self.info_env = KaggleEnv(task)  # answers request_info from the task files; executes nothing
+        self.best_raw = self.best_position = None  # the episode's best, shown like the sandbox's "Best ..." lines
 
     def __call__(self, action: Action) -> Outcome:
         if action.kind == "malformed":
@@ -294,7 +330,13 @@ class WorldModelFeedback:
 
     def outcome(self, action: Action, prediction) -> Outcome:
         "The Outcome of an execute/validate action from its Prediction (split out so predictions can be batched)."
-        text = predicted_feedback(self.task, prediction, action.code)
+        if action.kind == "execute_code" and prediction.status == "ok":
+            raw = _predicted_raw_score(self.task, prediction.position)
+            better = raw is not None and (self.best_raw is None or (raw > self.best_raw if self.task.higher_is_better else raw < self.best_raw))
+            self.best_raw = raw if better else self.best_raw
+            self.best_position = max(float(prediction.position), self.best_position or 0.0)
+        wall_s = self.wall_s() if callable(self.wall_s) else float(self.wall_s)
+        text = predicted_feedback(self.task, prediction, action.code, wall_s, self.best_raw, self.best_position)
         detail = {"prediction": prediction.to_dict()}
         if action.kind == "validate_code":
             return Outcome(text.replace("Code Execution Results", "Code Validation Results", 1), 0.0, "validate_code", detail=detail)
@@ -405,6 +447,8 @@ class Episode:
         executed = [t for t in self.turns if t.action.kind == "execute_code"]
         best = max(executed, key=lambda t: t.reward, default=None)
         reward = max(0.0, best.reward) if best is not None else 0.0
+        if any("infra_error" in t.detail for t in self.turns) and (best is None or best.reward <= 0):
+            reward = math.nan  # nothing paid and the sandbox broke on a turn: ungraded, never a silent 0
         best_turn = best.index if best is not None and best.reward > 0 else None
         return Trajectory(self.task.name, self.feedback.source, list(self.turns), reward, best_turn,
                           [dict(m) for m in self.messages], time.perf_counter() - self.started)

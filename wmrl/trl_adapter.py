@@ -21,10 +21,11 @@ import numpy as np
 from .correction import CorrectionConfig, WMRLCorrector
 
 # %% auto #0
-__all__ = ['TRL_SIGNATURES', 'TRL_OUTPUT_KEYS', 'ADVANTAGE_TOLERANCE', 'AGENT_FEEDBACK', 'group_layout', 'code_from_completion',
-           'menu_program', 'completion_text', 'TaskScorer', 'WorldModelReward', 'check_trl_contract',
-           'check_generation_output', 'advantage_mismatch', 'make_wmrl_trainer_class', 'save_corrector',
-           'observation_ids', 'AgentRollout', 'tiny_policy']
+__all__ = ['TRL_SIGNATURES', 'TRL_OUTPUT_KEYS', 'ADVANTAGE_TOLERANCE', 'AGENT_FEEDBACK', 'CHATML', 'group_layout',
+           'code_from_completion', 'menu_program', 'completion_text', 'TaskScorer', 'WorldModelReward',
+           'check_trl_contract', 'check_generation_output', 'advantage_mismatch', 'make_wmrl_trainer_class',
+           'save_corrector', 'reward_means', 'weighted_log_advantages', 'observation_ids', 'AgentRollout',
+           'tiny_policy', 'random_policy']
 
 # %% ../nbs/400_trl.ipynb #c4a849fd
 def group_layout(row_keys: Sequence[Hashable],  # (N,) key of every row of the global batch, rank order
@@ -142,14 +143,24 @@ def _execute(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
         records = list(self.run_batch([(task, code, self.limits) for task, code in todo.values()])) if todo else []
     else:
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            records = list(pool.map(lambda job: execute(job[0], job[1], self.backend, self.limits), todo.values()))
+            records = list(pool.map(lambda job: _execute_or_infra(execute, job[0], job[1], self.backend, self.limits), todo.values()))
     if len(records) != len(todo):
         raise RuntimeError(f"the executor returned {len(records)} records for {len(todo)} programs")
     self.seconds["execute"] += time.perf_counter() - started
     self.counts["executed"] += len(todo)
+    self.counts["infra_errors"] = self.counts.get("infra_errors", 0) + sum(bool(getattr(r, "infra_error", False)) for r in records)
     fresh = {key: float(record.reward) for key, record in zip(todo, records)}
-    self._executed.update(fresh)
-    return [fresh[key] if key in fresh else self._executed[key] for key in keys]
+    self._executed.update({k: v for k, v in fresh.items() if not math.isnan(v)})  # a broken sandbox is retried next time
+    rewards = [fresh[key] if key in fresh else self._executed[key] for key in keys]
+    return [None if math.isnan(r) else r for r in rewards]  # ungraded, never a silent 0
+
+def _execute_or_infra(execute, task, code, backend, limits):
+    "One sandbox execution; an exception of the sandbox itself becomes an ungraded infrastructure record."
+    from wmrl.pool import infra_record
+    try:
+        return execute(task, code, backend, limits)
+    except Exception as error:  # the run goes on: this row is ungraded, like a lost Ray worker
+        return infra_record(f"{type(error).__name__}: {error}", str(backend or "default"))
 
 TaskScorer.predict = _predict
 TaskScorer.execute = _execute
@@ -322,6 +333,7 @@ def _generate_and_score(self, inputs):
     weighted = result.weighted_advantages[local]
     output["advantages"] = torch.as_tensor(weighted, dtype=output["advantages"].dtype,
                                            device=output["advantages"].device)
+    weighted_log_advantages(self._logs["advantages"], result.weighted_advantages)  # the table shows what trains
     _log_step(self, result, local, trl_advantages, mismatch)
     return output
 
@@ -376,12 +388,33 @@ def _log_step(self, result, local: slice, trl_advantages: np.ndarray, mismatch: 
         if isinstance(value, (int, float)) and math.isfinite(value):
             metrics[f"wmrl/{name}"].append(float(value))
     predicted, real = self._wmrl_pairs
+    for name, value in reward_means(predicted, real, result.anchor_rows).items():
+        if math.isfinite(value):  # TRL's `reward` mixes real and calibrated rewards; these two stay comparable
+            metrics[name].append(value)
     self.wmrl_history.append({
         "step": int(stats["step"]), "global_step": int(self.state.global_step), "stats": stats,
         "group_ids": list(self._wmrl_plan["group_ids"]), "local": [local.start, local.stop],
         "predicted": predicted.tolist(), "real": real.tolist(), "rewards": result.rewards.tolist(),
         "anchor_rows": result.anchor_rows.tolist(), "multipliers": result.multipliers.tolist(),
         "advantages": result.advantages.tolist(), "trl_advantages": trl_advantages.tolist()})
+
+# %% ../nbs/400_trl.ipynb #5f222b72
+def reward_means(predicted: np.ndarray, real: np.ndarray, anchor_rows: np.ndarray) -> dict:
+    "rewards/real_mean over executed rows and rewards/world_model_mean (raw predictions) over the other rows."
+    predicted, real = np.asarray(predicted, dtype=float), np.asarray(real, dtype=float)
+    anchors = np.asarray(anchor_rows, dtype=bool)
+    executed, judged = real[anchors & ~np.isnan(real)], predicted[~anchors & ~np.isnan(predicted)]
+    return {"rewards/real_mean": float(executed.mean()) if executed.size else math.nan,
+            "rewards/world_model_mean": float(judged.mean()) if judged.size else math.nan}
+
+def weighted_log_advantages(logged, weighted_global: np.ndarray) -> None:
+    "Put A·m into TRL's completions table: its last N logged advantages are the pre-multiplier ones of this batch."
+    n = len(weighted_global)
+    if len(logged) < n:
+        raise RuntimeError(f"TRL logged {len(logged)} advantages for a batch of {n}")
+    kept = list(logged)[:-n]
+    logged.clear()
+    logged.extend(kept + [float(a) for a in weighted_global])
 
 # %% ../nbs/400_trl.ipynb #01ca6f70
 _MARK = "\x00wmrl-agent-message\x00"
@@ -434,6 +467,7 @@ class AgentRollout:
         self.seconds = {"predict": 0.0, "execute": 0.0, "generate": 0.0}
         self.counts = {"predicted": 0, "executed": 0, "cache_hits": 0, "episodes": 0, "turns": 0}
         self.last_rollout = None  # the latest batch: trajectories and token layout (tests, debugging)
+        self.runtimes = {}  # task id -> real execution seconds seen so far (the world model's shown execution time)
         self.history = []  # per rollout, per row: task, feedback source, anchor flag, turn statuses, reward
 
     def _task(self, row: Mapping):
@@ -445,13 +479,15 @@ class AgentRollout:
 # %% ../nbs/400_trl.ipynb #f0ed4ef3
 def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, training: bool, tokenizer) -> list:
     "One Episode per row: sandbox feedback on anchor rows (and in evaluation), elsewhere the world model's (by default)."
+    from functools import partial
+
     from wmrl.mledojo import KaggleEnv
     from wmrl.research_agent import Episode, SandboxFeedback, WorldModelFeedback
     episodes = []
     for row, prompt in zip(rows, prompts):
         task = self._task(row)
         if training and self.feedback == "world_model" and not bool(row.get("wmrl_anchor", False)):
-            feedback = WorldModelFeedback(self.world_model, task)
+            feedback = WorldModelFeedback(self.world_model, task, wall_s=partial(self.typical_wall_s, row.get(self.task_column)))
         else:
             feedback = SandboxFeedback(KaggleEnv(task, backend=self.backend, limits=self.limits))
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
@@ -459,6 +495,15 @@ def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, tr
     return episodes
 
 AgentRollout._episodes = _episodes
+
+# %% ../nbs/400_trl.ipynb #0fb0f863
+def _typical_wall_s(self: AgentRollout, task_id) -> float:
+    "Median real execution time of the task so far (of every task before its first run; the default before any)."
+    from wmrl.research_agent import PREDICTED_WALL_S
+    seen = self.runtimes.get(task_id) or [t for times in self.runtimes.values() for t in times]
+    return float(np.median(seen)) if seen else PREDICTED_WALL_S
+
+AgentRollout.typical_wall_s = _typical_wall_s
 
 # %% ../nbs/400_trl.ipynb #64bd7af2
 def _rollout(self: AgentRollout, prompts: list, trainer) -> dict:
@@ -484,6 +529,8 @@ def _rollout(self: AgentRollout, prompts: list, trainer) -> dict:
         observed = observe_batch([(e.feedback, a) for e, a in zip(episodes, actions)], self.workers)
         for i, (episode, message, action, (outcome, env_s)) in enumerate(zip(episodes, messages, actions, observed)):
             shown = episode.record(message, action, outcome, generate_s, env_s)
+            if "record" in outcome.detail:  # a real run: its time is what world-model feedback will show for the task
+                self.runtimes.setdefault(rows[i].get(self.task_column), []).append(float(outcome.detail["record"]["wall_s"]))
             self.seconds["execute" if episode.feedback.source == "sandbox" else "predict"] += env_s
             ids = [int(t) for t in new_ids[i]]
             completions[i] += ids
@@ -565,6 +612,30 @@ def tiny_policy(out_dir, seed: int = 0, vocab_size: int = 512) -> Path:
     "Save a random tiny Qwen3 and a locally trained BPE tokenizer to `out_dir`; returns the folder."
     from wmrl.wm_backends import tiny_random_model
     model, tokenizer = tiny_random_model(seed=seed, vocab_size=vocab_size)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+# %% ../nbs/400_trl.ipynb #15b86d10
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|endoftext|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")  # a message ends with the tokenizer's EOS
+
+def random_policy(architecture: str, out_dir, seed: int = 0, dtype: str = "bfloat16", device: str = "cpu") -> Path:
+    "A randomly initialised model of a shipped architecture (wmrl.plan) + the local BPE tokenizer with a ChatML template."
+    import torch
+    import transformers
+
+    from wmrl.plan import load_architecture
+    from wmrl.wm_backends import tiny_random_model
+    fields = {k: v for k, v in load_architecture(architecture).items() if not k.startswith(("_", "published"))}
+    config = transformers.AutoConfig.for_model(fields.pop("model_type"), **fields)
+    _, tokenizer = tiny_random_model(seed=seed)  # ids < 512 fit any vocabulary; no hub tokenizer is needed
+    tokenizer.chat_template = CHATML
+    config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+    torch.manual_seed(seed)
+    with torch.device(device):  # "cuda" on a GPU box: a 4B model initialises in seconds there
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     out = Path(out_dir)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

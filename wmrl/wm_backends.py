@@ -8,6 +8,7 @@ Docs: https://github.com/wmrl-kit/wmrl/wm_backends.html.md"""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -27,9 +28,9 @@ from .wm_verdicts import CHECKS, VERDICT_SCHEMA, Verdict, aggregate, parse_verdi
 log = logging.getLogger("wmrl.wm_backends")
 
 # %% auto #0
-__all__ = ['log', 'BACKENDS', 'combine_samples', 'LLMWorldModel', 'ScriptedWorldModel', 'TransformersWorldModel',
-           'tiny_random_model', 'smollm2_path', 'VLLMWorldModel', 'HTTPWorldModel', 'parse_chat_response',
-           'get_world_model', 'cli_predict']
+__all__ = ['log', 'CHAT_TEMPLATE_KWARGS', 'BACKENDS', 'combine_samples', 'LLMWorldModel', 'ScriptedWorldModel',
+           'TransformersWorldModel', 'tiny_random_model', 'smollm2_path', 'VLLMWorldModel', 'expand_model_path',
+           'pinned_device', 'HTTPWorldModel', 'parse_chat_response', 'get_world_model', 'cli_predict']
 
 # %% ../nbs/230_wm_backends.ipynb #d6eb5dab
 def combine_samples(samples: Sequence[Verdict]) -> Verdict:
@@ -115,6 +116,7 @@ class TransformersWorldModel(LLMWorldModel):
         import torch
         import transformers
         if isinstance(model, (str, os.PathLike)):
+            model = expand_model_path(model)
             tokenizer = tokenizer or transformers.AutoTokenizer.from_pretrained(model)
             model = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
         if tokenizer is None: raise ValueError("pass a tokenizer with a model object")
@@ -133,8 +135,9 @@ class TransformersWorldModel(LLMWorldModel):
         return self._compiled
 
     def render(self, prompt: CheckPrompt) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(prompt.messages(), tokenize=False, add_generation_prompt=True)
+        if getattr(self.tokenizer, "chat_template", None):  # thinking off: a verdict, not a reasoning trace
+            return self.tokenizer.apply_chat_template(prompt.messages(), tokenize=False, add_generation_prompt=True,
+                                                      **CHAT_TEMPLATE_KWARGS)
         return prompt.text
 
 # %% ../nbs/230_wm_backends.ipynb #6759cd7b
@@ -210,14 +213,19 @@ class VLLMWorldModel(LLMWorldModel):
     name = "vllm"
 
     def __init__(self, model: str | None = None, llm=None, temperature: float = 0.7, top_p: float = 0.8,
-                 max_tokens: int = 512, seed: int = 0, engine_kwargs: dict | None = None, **kwargs):
+                 max_tokens: int = 512, seed: int = 0, engine_kwargs: dict | None = None, sleep: bool = False,
+                 device: int | None = None, **kwargs):
         super().__init__(**kwargs)
         if self.n_samples > 1 and temperature == 0: raise ValueError("vLLM needs temperature > 0 for n_samples > 1")
         if llm is None:
             if not model: raise ValueError("pass a model name/path or a ready vllm.LLM")
             from vllm import LLM
-            llm = LLM(model=model, enable_prefix_caching=True, seed=seed, **(engine_kwargs or {}))
+            extra = {"enable_sleep_mode": True} if sleep else {}
+            with pinned_device(device):  # under accelerate: the local rank's GPU, not every rank's GPU 0
+                llm = LLM(model=expand_model_path(model), enable_prefix_caching=True, seed=seed, **extra, **(engine_kwargs or {}))
+            if sleep: llm.sleep(level=1)
         self.llm, self.temperature, self.top_p, self.max_tokens, self.seed = llm, temperature, top_p, max_tokens, seed
+        self.sleep, self.asleep = sleep, sleep
 
     def sampling_params(self):
         from vllm import SamplingParams
@@ -226,8 +234,39 @@ class VLLMWorldModel(LLMWorldModel):
                               seed=self.seed, structured_outputs=StructuredOutputsParams(json=VERDICT_SCHEMA))
 
     def generate(self, prompts):
-        outputs = self.llm.chat([p.messages() for p in prompts], self.sampling_params(), use_tqdm=False)
+        if self.asleep: self.llm.wake_up()  # sleep mode: weights back from host memory for this batch only
+        try:
+            outputs = self.llm.chat([p.messages() for p in prompts], self.sampling_params(), use_tqdm=False,
+                                    chat_template_kwargs=dict(CHAT_TEMPLATE_KWARGS))
+        finally:
+            if self.sleep: self.llm.sleep(level=1)
+            self.asleep = self.sleep
         return [[c.text if c.finish_reason != "length" else None for c in out.outputs] for out in outputs]
+
+# %% ../nbs/230_wm_backends.ipynb #f6607f86
+CHAT_TEMPLATE_KWARGS = {"enable_thinking": False}  # Qwen3.5 thinks by default; the official WM ran non-thinking
+
+def expand_model_path(model):
+    "A model path from a config with ~ and $VARS expanded (a hub id stays as it is)."
+    expanded = os.path.expanduser(os.path.expandvars(str(model)))
+    return expanded if expanded != str(model) or Path(expanded).exists() else model
+
+@contextlib.contextmanager
+def pinned_device(device: int | None = None):
+    "Make only GPU `device` (default: $LOCAL_RANK when several ranks run) visible to processes started inside."
+    if device is None and int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))) > 1:
+        device = int(os.environ.get("LOCAL_RANK", "0"))
+    if device is None:
+        yield None
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = before.split(",") if before else [str(i) for i in range(device + 1)]
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible[device]
+    try:
+        yield visible[device]
+    finally:
+        if before is None: os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else: os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 # %% ../nbs/230_wm_backends.ipynb #7c803b2f
 class HTTPWorldModel(LLMWorldModel):
@@ -255,7 +294,7 @@ class HTTPWorldModel(LLMWorldModel):
 
     def request_body(self, prompt: CheckPrompt) -> dict:
         body = {"model": self.model, "messages": prompt.messages(), "n": self.n_samples, "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
+                "max_tokens": self.max_tokens, "chat_template_kwargs": dict(CHAT_TEMPLATE_KWARGS)}
         body |= {k: v for k, v in (("top_p", self.top_p), ("seed", self.seed)) if v is not None}  # official: 0.8, 0
         if self.schema_field == "response_format":
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": VERDICT_SCHEMA, "strict": True}}
