@@ -67,7 +67,7 @@ def plot(results: dict, path: Path) -> None:
         widths = [100 * max(results[n]["shares"][part], 0.0) for n in names]
         ax.barh(names, widths, left=left, label=label)
         left = [a + b for a, b in zip(left, widths)]
-    ax.set_xlabel("share of the squared error (%); a negative share (a monotone map that does not transfer) is drawn as 0")
+    ax.set_xlabel("share of the squared error (%; a negative share is drawn as 0)")
     ax.invert_yaxis()
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.22), ncol=2)
     ax.set_title("What isotonic debiasing can undo (offset + monotone) and what it cannot")
