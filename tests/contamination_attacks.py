@@ -91,18 +91,16 @@ ATTACKS: dict[str, str] = {
         "for folder in ('/tmp', os.getcwd(), '/dev/shm'):\n"
         "    try:\n"
         "        while True:\n"
-        "            open(os.path.join(folder, 'i%d' % n), 'w').close(); n += 1\n"
+        "            os.close(os.open('%s/i%d' % (folder, n), os.O_CREAT | os.O_WRONLY, 0o600)); n += 1\n"
         "    except OSError as e: print('stopped at', n, e.strerror)\n"),
     "tmp_and_shm_leftovers": (
         "import os\n"
         "for folder in ('/tmp', '/dev/shm'):\n"
         "    try: open(os.path.join(folder, 'wmrl_poison'), 'w').write('left behind')\n"
         "    except OSError as e: print('denied', folder, e.errno)\n"),
-    # 3. the server's result pipe accepts any line
+    # 3. the server's result pipe accepts any line: claim "exit 0 in 0 s, 0 CPU-s" first, then burn 1.5 CPU-s
     "forge_result_lines": _PIDS + (
         "import glob, json, time\n"
-        "t = time.process_time()\n"
-        "while time.process_time() - t < 1.5: pass\n"
         "ids = [os.path.basename(os.path.dirname(os.getcwd()))] + [os.path.basename(p) for p in glob.glob('/workdir/*')]\n"
         "lines = ''.join(json.dumps({'id': i, 'status': 0, 'wall_s': 0.0, 'cpu_s': 0.0, 'peak_mb': 0.0, 'timed_out': False,\n"
         "                            'overflow': False, 'stdout': '', 'stderr': '', 'submission': {'kind': 'missing'}}) + '\\n' for i in ids)\n"
@@ -113,7 +111,9 @@ ATTACKS: dict[str, str] = {
         "        except OSError: pass\n"
         "for fd in range(3, 256):\n"
         "    try: os.write(fd, lines.encode())\n"
-        "    except OSError: pass\n"),
+        "    except OSError: pass\n"
+        "t = time.process_time()\n"  # the claim is made: now burn what it claimed not to
+        "while time.process_time() - t < 1.5: pass\n"),
     # 4. an infrastructure error as an escape from the penalty
     "kill_the_server_before_failing": _PIDS + (
         "import signal\n"

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(not bwrap_works(), reason="WARM BACKEND NOT TEST
 EXPECT = {
     "stdout_symlink_to_answers": {"no_submission"}, "stderr_symlink_to_shadow": {"no_submission"},
     "work_symlink_to_host_folder": {"no_submission"}, "jobdir_symlink_to_usr": {"no_submission"},
-    "hardlink_sibling_submission": {"no_submission"}, "forge_result_lines": {"no_submission"},
+    "hardlink_sibling_submission": {"no_submission"}, "forge_result_lines": {"no_submission", "timeout"},
     "kill_the_server_before_failing": {"runtime_error"}, "memory_over_the_limit": {"memory"},
     "symlink_submission_to_answers": {"invalid_submission"}, "fifo_submission": {"invalid_submission"},
     "huge_submission": {"invalid_submission"}, "output_flood": {"runtime_error"},
@@ -149,8 +149,9 @@ FAST = [n for n in ATTACKS if n not in {"fork_bomb_beside", "kill_a_running_sibl
 @pytest.mark.parametrize("name", FAST)
 def test_attack(warm, task, planted, cold, name):
     attacker = run_attack(warm, task, planted, cold, name)
-    if name == "forge_result_lines":  # the ledger charges what it burnt (1.5 CPU-s), not what it claimed (0)
-        assert attacker.cpu_s >= 1.0, attacker
+    if name == "forge_result_lines":  # the ledger charges what it burnt (1.5 CPU-s), not what it claimed (0 in 0 s)
+        assert (attacker.status == "no_submission" and attacker.cpu_s >= 1.0) or \
+            (attacker.status == "timeout" and attacker.wall_s >= ATTACK_LIMITS.wall_s), attacker
     if name == "daemon_outlives_the_job":
         assert not live_processes_named("wmrlghost"), "the daemon outlived its job"
     if name == "memory_over_the_limit":  # one meaning of memory_mb: the cold backend says the same
@@ -259,7 +260,7 @@ def _check_load(summary):
 
 def test_small_load_run():
     "The CI-sized load run: mixed honest and hostile jobs through the warm pool with 2 workers."
-    _check_load(_load_module().load_run(n_jobs=16, workers=2, seed=1, progress=False))
+    _check_load(_load_module().load_run(n_jobs=10, workers=2, seed=1, progress=False))
 
 
 @pytest.mark.slow

@@ -86,8 +86,11 @@ def load_run(n_jobs: int = 200, workers: int = 2, seed: int = 0, hostile_share: 
         hostile_bad = [{"job": i, "attack": name, "status": r.status, "infra": r.infra_error, "message": r.message[:200]}
                        for i, ((kind, name), r) in enumerate(zip(plan, records))
                        if kind == "hostile" and (r.infra_error or math.isnan(r.reward))]
-        forged = [{"job": i, "cpu_s": r.cpu_s, "status": r.status} for i, ((kind, name), r) in enumerate(zip(plan, records))
-                  if name == "forge_result_lines" and (r.cpu_s < 1.0 or r.status != "no_submission")]
+        # the forger burns 1.5 CPU-s, then claims exit 0 in 0 s with 0 CPU-s; its real record shows the burn (or
+        # the wall clock that stopped it, on a loaded machine) -- never the claim
+        forged = [{"job": i, "cpu_s": r.cpu_s, "wall_s": r.wall_s, "status": r.status}
+                  for i, ((kind, name), r) in enumerate(zip(plan, records)) if name == "forge_result_lines"
+                  and not ((r.status == "no_submission" and r.cpu_s >= 1.0) or (r.status == "timeout" and r.wall_s >= ATTACK_LIMITS.wall_s))]
         return {"jobs": n_jobs, "workers": workers, "seed": seed, "honest_jobs": kinds.count("honest"),
                 "hostile_jobs": n_hostile, "distinct_honest": len(used), "distinct_attacks": len({n for k, n in plan if k == "hostile"}),
                 "honest_rewards_differing_from_cold": wrong, "hostile_without_own_record": hostile_bad,
