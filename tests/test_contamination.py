@@ -9,6 +9,7 @@ reward). The attacks live in tests/contamination_attacks.py; tests/README.md lis
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -155,7 +156,8 @@ def test_attack(warm, task, planted, cold, name):
     if name == "daemon_outlives_the_job":
         assert not live_processes_named("wmrlghost"), "the daemon outlived its job"
     if name == "memory_over_the_limit":  # one meaning of memory_mb: the cold backend says the same
-        assert execute(task, ATTACKS[name], backend=get_backend("bwrap"), limits=ATTACK_LIMITS).status == "memory"
+        slack = dataclasses.replace(ATTACK_LIMITS, wall_s=300)  # cold imports are slow on a loaded machine
+        assert execute(task, ATTACKS[name], backend=get_backend("bwrap"), limits=slack).status == "memory"
 
 
 @pytest.mark.slow
@@ -189,6 +191,7 @@ def test_jobs_cannot_reach_each_other_over_the_network(warm, task, planted):
     assert "PROBE" in seen.stdout_tail and "CONNECTED" not in seen.stdout_tail, seen.stdout_tail
 
 
+@pytest.mark.slow
 def test_a_stopped_server_is_killed_and_its_job_rerun(task, cold):
     "Liveness: a server that stops answering (here SIGSTOPped from the host) is killed; its job reruns alone."
     backend = WarmBackend(base="bwrap", max_servers=1)
@@ -260,7 +263,7 @@ def _check_load(summary):
 
 def test_small_load_run():
     "The CI-sized load run: mixed honest and hostile jobs through the warm pool with 2 workers."
-    _check_load(_load_module().load_run(n_jobs=10, workers=2, seed=1, progress=False))
+    _check_load(_load_module().load_run(n_jobs=6, workers=2, seed=1, progress=False))
 
 
 @pytest.mark.slow
