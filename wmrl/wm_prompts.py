@@ -20,7 +20,7 @@ from .wm_verdicts import BUCKET_POSITION, CHECKS, check_for_outcome, error_type_
 
 # %% auto #0
 __all__ = ['DEFAULT_PACKAGES', 'SYSTEM_PROMPT', 'CHECK_QUESTIONS', 'ANSWER_FORMAT', 'TaskView', 'task_view', 'example_task_dir',
-           'data_inventory', 'installed_versions', 'number_lines', 'build_prefix', 'FewShotExample',
+           'data_inventory', 'installed_versions', 'number_lines', 'shown_code', 'build_prefix', 'FewShotExample',
            'fewshot_from_record', 'select_fewshot', 'CheckPrompt', 'build_prompts']
 
 # %% ../nbs/210_wm_prompts.ipynb #2cbd5cb3
@@ -115,8 +115,16 @@ SYSTEM_PROMPT = (
     "For a failure, write `feedback` the way the sandbox would print it: the last lines of a Python traceback ending "
     "in `ExceptionClass: message`. Answer with one JSON object and nothing else.")
 
+def shown_code(code: str, max_chars: int) -> str:
+    "The code cut at a line boundary within `max_chars`, saying what was left out: a silent cut reads as a finished script."
+    if len(code) <= max_chars:
+        return number_lines(code)
+    kept = code[:max_chars].rsplit("\n", 1)[0] if "\n" in code[:max_chars] else code[:max_chars]
+    hidden = code[len(kept):].strip("\n").count("\n") + 1
+    return number_lines(kept) + f"\n      [... {hidden} more lines ({len(code) - len(kept)} characters) not shown]"
+
 def build_prefix(task, code: str, versions: dict | None = None, max_description_chars: int = 3000,
-                 max_code_chars: int = 12000) -> str:
+                 max_code_chars: int = 32000) -> str:
     "The part of every check prompt that is the same for all eight checks (task, data, versions, code)."
     view = task_view(task)
     versions = installed_versions() if versions is None else versions
@@ -133,7 +141,7 @@ def build_prefix(task, code: str, versions: dict | None = None, max_description_
         f"{view.compute_budget_s:g} s wall clock. Submission columns: {', '.join((view.id_column, *view.target_columns))}.",
         "=== DATA (files in DATA_DIR; the solution must write os.environ['SUBMISSION_PATH']) ===", *data_lines,
         "=== INSTALLED VERSIONS ===", ", ".join(f"{k} {v}" for k, v in versions.items()),
-        "=== SOLUTION (solution.py; line numbers are 1-indexed) ===", number_lines(code[:max_code_chars]), ""])
+        "=== SOLUTION (solution.py; line numbers are 1-indexed) ===", shown_code(code, max_code_chars), ""])
 
 # %% ../nbs/210_wm_prompts.ipynb #3306ca6d
 CHECK_QUESTIONS = {
