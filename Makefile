@@ -12,15 +12,18 @@ SIZE ?= full
 AUTORESEARCH_SIZE ?= $(SIZE)
 OUT ?= reproductions/runs/latest
 
-.PHONY: setup setup-system setup-embodied reproduce test lab index docs
+.PHONY: setup setup-system setup-embodied reproduce test lab index docs lock
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+# requirements/cpu.lock pins every package of the CPU stack to the versions the committed results were made with
+# (torch stays pinned by constraints.txt); `make lock` refreshes it.
+LOCK := requirements/cpu.lock
+$(VENV)/.installed: pyproject.toml constraints.txt $(LOCK)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,train,suite,scale,embodied]'
+	$(PY) -m pip install -q -c constraints.txt -c $(LOCK) -e '.[dev,train,suite,scale,embodied]'
 	$(PY) -m pip install -q --no-deps libero==0.1.1  # LIBERO's BDDL and init files only (tests/test_embodied_libero.py)
 	touch $@
 
@@ -33,12 +36,21 @@ $(LIBERO_VENV)/.installed: pyproject.toml
 	test -x $(LIBERO_VENV)/bin/python || python3 -m venv $(LIBERO_VENV)
 	$(LIBERO_VENV)/bin/python -m pip install -q -U pip
 	$(LIBERO_VENV)/bin/python -m pip install -q "numpy<2" "mujoco<3.4" robosuite==1.4.0 bddl==1.0.1 "hydra-core<1.4" \
-		"gymnasium>=0.29" easydict einops opencv-python-headless matplotlib cloudpickle future pyyaml huggingface_hub
+		"gymnasium>=0.29" easydict einops opencv-python-headless matplotlib cloudpickle future pyyaml huggingface_hub \
+		termcolor h5py imageio
 	$(LIBERO_VENV)/bin/python -m pip install -q --no-deps libero==0.1.1 robomimic==0.2.0
 	$(LIBERO_VENV)/bin/python -m pip install -q -e . "numpy<2"
 	MUJOCO_GL=egl $(LIBERO_VENV)/bin/python -c "import robosuite, mujoco, numpy; from wmrl.libero import suite_tasks; \
 		print('LIBERO venv ready:', len(suite_tasks('libero_10')), 'libero_10 tasks; numpy', numpy.__version__)"
 	touch $@
+
+## lock: re-resolve requirements/cpu.lock from pyproject.toml's CPU extras (newest releases; pip-tools in its own venv),
+## then `make setup` installs it; commit the lock with the results it produced.
+lock:
+	test -x $(VENV)/lock/bin/pip-compile || { python3 -m venv $(VENV)/lock && $(VENV)/lock/bin/pip install -q pip-tools; }
+	$(VENV)/lock/bin/pip-compile -q --upgrade --strip-extras --no-emit-index-url --no-emit-find-links \
+		--unsafe-package torch --extra dev --extra train --extra suite --extra scale --extra embodied \
+		-c constraints.txt -o $(LOCK) pyproject.toml
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
 setup-system:
