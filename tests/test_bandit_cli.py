@@ -16,7 +16,7 @@ def test_unknown_size_is_a_usage_error(tmp_path):
 
 def test_missing_template_is_reported_as_json(tmp_path, capsys):
     assert cli_reproduce_bandit(["--out", str(tmp_path), "--template", str(tmp_path / "nope.ipynb")]) == 2
-    assert "template not found" in json.loads(capsys.readouterr().out)["error"]
+    assert "template not found" in json.loads(capsys.readouterr().err)["error"]
 
 
 @pytest.mark.slow

@@ -18,9 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIGURE_PAGES = ["060_bandit", "030_debias", "330_autoresearch"]  # the reading path's first figure of each part
 
 
-def test_every_notebook_names_its_kernel():
-    "JupyterLab asks 'Select Kernel' for a notebook with no kernelspec; nbdev-clean keeps the key once it is there."
+def test_every_notebook_is_valid_and_names_its_kernel():
+    "JupyterLab asks 'Select Kernel' for a notebook with no kernelspec (nbdev-clean keeps the key once it is there)."
+    import nbformat
     for path in sorted([*ROOT.glob("nbs/*.ipynb"), *ROOT.glob("reproductions/*.ipynb")]):
+        nbformat.validate(nbformat.read(path, as_version=4))  # e.g. a cell typed "md" opens as an error
         kernel = json.loads(path.read_text())["metadata"].get("kernelspec", {})
         assert kernel.get("name") == "python3", f"{path.relative_to(ROOT)} names no python3 kernel: {kernel}"
 

@@ -102,11 +102,11 @@ def test_rerun_skips_and_cli_reports(finished_grid, tmp_path, capsys):
 
 def test_cli_errors(tmp_path, capsys):
     assert cli_reproduce_dsbench(["--grid", str(tmp_path / "missing.yaml")]) == 2
-    assert "error" in json.loads(capsys.readouterr().out)
+    assert "error" in json.loads(capsys.readouterr().err)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"name": "x", "methods": ["ppo"], "seeds": [0]}))
     assert cli_reproduce_mledojo(["--grid", str(bad)]) == 2
-    assert "unknown methods" in json.loads(capsys.readouterr().out)["error"]
+    assert "unknown methods" in json.loads(capsys.readouterr().err)["error"]
     with pytest.raises(ValueError, match="kind must be"):
         cli_reproduce_benchmark("mle-bench", [])
 

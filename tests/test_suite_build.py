@@ -214,7 +214,7 @@ def test_suite_split_by_role(small_build):
 def test_cli_builds_then_caches(tmp_path):
     def run(argv):
         buffer = io.StringIO()
-        with contextlib.redirect_stdout(buffer):
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):  # reports on stdout, errors on stderr
             code = cli_tasks_build(argv)
         return code, json.loads(buffer.getvalue())
     code, report = run(["--out", str(tmp_path), "--only", "bank_wages", "--no-progress"])

@@ -89,9 +89,9 @@ def test_gpu_config_dry_run_resolves_trl_config(name):
 
 
 def test_unknown_trl_field_is_reported_by_name():
-    code, out, _ = run_cli("tiny-cpu", "trl.learning_rat=1e-3", "--dry-run")
-    assert code == 2
-    assert "unknown GRPOConfig fields in trl: ['learning_rat']" in json.loads(out)["error"]
+    code, out, err = run_cli("tiny-cpu", "trl.learning_rat=1e-3", "--dry-run")
+    assert code == 2 and not out.strip()  # errors go to stderr, like every wmrl command's
+    assert "unknown GRPOConfig fields in trl: ['learning_rat']" in json.loads(err)["error"]
 
 
 def test_tiny_cpu_trains_end_to_end(tmp_path):

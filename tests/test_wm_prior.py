@@ -151,7 +151,7 @@ def test_not_a_prior_is_refused(tmp_path):
 
 def test_cli_refuses_bad_arguments_before_building(tmp_path, capsys):
     code = cli_fit_prior(["--out", str(tmp_path / "p.json"), "--tasks-dir", str(tmp_path / "suite"), "--strength", "-2"])
-    assert code == 2 and "strength" in json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and "strength" in json.loads(capsys.readouterr().err)["error"]
     assert not (tmp_path / "suite").exists() and not (tmp_path / "p.json").exists()
 
 

@@ -84,7 +84,8 @@ class AutoResearchConfig:
     @classmethod
     def from_dict(cls, values: dict) -> AutoResearchConfig:
         if unknown := sorted(set(values) - {f.name for f in fields(cls)}):
-            raise ValueError(f"unknown AutoResearchConfig keys: {unknown}")
+            from wmrl.settings import did_you_mean
+            raise ValueError(f"unknown AutoResearchConfig keys: {unknown}{did_you_mean(unknown, [f.name for f in fields(cls)])}")
         return cls(**values)
 
 # %% ../nbs/330_autoresearch.ipynb #16bf53ef

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -668,7 +669,7 @@ def cli_reproduce_bandit(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     template = Path(args.template) if args.template else _repo_root() / "reproductions" / "bandit.ipynb"
     if not template.is_file():
-        print(json.dumps({"error": f"template not found: {template}"}))
+        print(json.dumps({"error": f"template not found: {template}"}), file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

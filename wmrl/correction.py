@@ -89,7 +89,8 @@ class CorrectionConfig:
         "Build from `to_dict()` output; unknown keys are an error (a misspelt knob must not be ignored)."
         unknown = set(values) - {f for f in cls.__dataclass_fields__}
         if unknown:
-            raise ValueError(f"unknown CorrectionConfig keys: {sorted(unknown)}")
+            from wmrl.settings import did_you_mean
+            raise ValueError(f"unknown CorrectionConfig keys: {sorted(unknown)}{did_you_mean(unknown, cls.__dataclass_fields__)}")
         return cls(**values)
 
 # %% ../nbs/050_correction.ipynb #a6e4df56

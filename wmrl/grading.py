@@ -8,6 +8,7 @@ Docs: https://github.com/wmrl-kit/wmrl/grading.html.md"""
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -285,7 +286,7 @@ def cli_grade(argv: list[str] | None = None) -> int:
     try:
         task = load_task(args.task)
     except TaskError as err:
-        print(json.dumps({"error": str(err)}))
+        print(json.dumps({"error": str(err)}), file=sys.stderr)
         return 2
     result = grade_submission_file(task, args.submission)
     print(json.dumps(result.to_dict()))

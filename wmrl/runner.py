@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .settings import did_you_mean, read_yaml
+
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'CONTRASTS', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
            'BENCHMARK_COMPARABILITY', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'BENCHMARK_KINDS', 'RunSpec',
@@ -50,7 +52,7 @@ def expand_grid(grid: dict) -> list[RunSpec]:
     if not isinstance(grid, dict):
         raise TypeError(f"a grid must be a mapping, got {type(grid).__name__}")
     if unknown := sorted(set(grid) - GRID_KEYS):
-        raise ValueError(f"unknown grid keys {unknown}; allowed: {sorted(GRID_KEYS)}")
+        raise ValueError(f"unknown grid keys {unknown}{did_you_mean(unknown, GRID_KEYS)}")
     methods, seeds = grid.get("methods"), grid.get("seeds")
     if not methods or not seeds:
         raise ValueError("a grid needs non-empty 'methods' and 'seeds' lists")
@@ -74,8 +76,7 @@ def expand_grid(grid: dict) -> list[RunSpec]:
 
 def load_grid(path) -> dict:
     "Read a YAML grid file."
-    import yaml
-    grid = yaml.safe_load(Path(path).read_text())
+    grid = read_yaml(path)
     expand_grid(grid)  # validate now
     return grid
 
@@ -491,7 +492,7 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
                   "cache hits make it shorter)", file=sys.stderr)
         report = run_grid(grid, out, progress=not args.no_progress)
     except (OSError, ValueError, TypeError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
+        print(json.dumps({"error": f"{type(err).__name__}: {err}"}), file=sys.stderr)
         return 2
     summary = json.loads(Path(report["summary"]).read_text())
     print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1), **headline(summary)}, indent=1))

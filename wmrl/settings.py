@@ -8,12 +8,13 @@ Docs: https://github.com/wmrl-kit/wmrl/settings.html.md"""
 from __future__ import annotations
 
 import configparser
+import difflib
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['Settings', 'find_settings_file', 'get_settings']
+__all__ = ['Settings', 'find_settings_file', 'get_settings', 'did_you_mean', 'read_yaml']
 
 # %% ../nbs/000_settings.ipynb #34fd6e94
 @dataclass(frozen=True)
@@ -82,3 +83,23 @@ def get_settings(start: Path | None = None) -> Settings:
         if isinstance(value, Path): value = value.expanduser()
         out[key] = base / value if isinstance(value, Path) and not value.is_absolute() else value
     return Settings(**out, source=str(path) if path else "defaults")
+
+# %% ../nbs/000_settings.ipynb #f1b2c3d4
+def did_you_mean(unknown, known) -> str:
+    "The tail of an unknown-key error: the nearest valid key for each typo, else the valid keys (a typo should name its fix)."
+    known = sorted(map(str, known))
+    hints = [f"{key!r} -> {close[0]!r}" for key in map(str, unknown)
+             if (close := difflib.get_close_matches(key, known, n=1, cutoff=0.6))]
+    return f"; did you mean {', '.join(hints)}?" if hints else f"; valid keys: {known}"
+
+def read_yaml(path) -> object:
+    "A YAML file's content, or a ValueError naming the file, the line and what to fix (never a bare parser trace)."
+    import yaml
+    path = Path(path).expanduser()
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ValueError(f"{path}:{where} is not valid YAML ({problem}); fix the syntax there") from None

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -614,7 +615,7 @@ def cli_tasks_build(argv: list[str] | None = None) -> int:
     try:
         report = _build_all(out, args.only, args.jobs, args.force, not args.no_progress)
     except ValueError as err:
-        print(json.dumps({"error": str(err)}))
+        print(json.dumps({"error": str(err)}), file=sys.stderr)
         return 2
     print(json.dumps({"out": str(out), "built": [r["name"] for r in report if r["built"]],
                       "cached": [r["name"] for r in report if not r["built"]], "tasks": report,

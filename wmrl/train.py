@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from .correction import METHODS, CorrectionConfig, WMRLCorrector
+from .settings import did_you_mean, read_yaml
 
 # %% auto #0
 __all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'validate_scale_out', 'validate_agent',
@@ -88,7 +89,7 @@ def _merge(base: dict, update: dict, where: str, free: tuple[str, ...] = ()) -> 
     for key, value in update.items():
         path = f"{where}.{key}" if where else str(key)
         if key not in base and not free_here:
-            raise ValueError(f"unknown config key {path!r}; known keys here: {sorted(base)}")
+            raise ValueError(f"unknown config key {path!r}{did_you_mean([key], base)}")
         if isinstance(merged.get(key), dict) and isinstance(value, dict):
             merged[key] = _merge(merged[key], value, path, free)
         elif isinstance(base.get(key), dict) and not free_here:
@@ -140,7 +141,7 @@ def _repo_root() -> Path:
 def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> dict:
     "Read a run config (YAML) onto DEFAULTS, apply `key=value` overrides, validate; unknown keys are errors."
     source = config_path(path)
-    raw = yaml.safe_load(source.read_text()) or {}
+    raw = read_yaml(source) or {}
     config = _merge(DEFAULTS, raw, "", FREE_FORM)
     for override in overrides or []:
         config = _apply_override(config, override)
@@ -228,7 +229,7 @@ def grpo_config(config: dict, output_dir: str | os.PathLike | None = None, extra
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     unknown = sorted(set(config["trl"]) - known)
     if unknown:
-        raise ValueError(f"unknown GRPOConfig fields in trl: {unknown}")
+        raise ValueError(f"unknown GRPOConfig fields in trl: {unknown}{did_you_mean(unknown, known)}")
     values = {"seed": config["seed"], "report_to": "none", **config["trl"],
               "output_dir": str(output_dir or run_folder(config) / "trainer"), **(extra or {})}
     if config["tasks"]["program"] == "agent":  # TRL's generation cap applies to each turn of the agent
@@ -494,7 +495,7 @@ def cli_train(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # TRL's progress and log lines; stdout carries only the JSON
             result = dry_run(config) if options.dry_run else run_training(config)
     except (ValueError, TypeError, FileNotFoundError) as error:
-        print(json.dumps({"error": f"{type(error).__name__}: {error}"}))
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"}), file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1, default=_json_number))
     return 0

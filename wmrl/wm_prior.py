@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -370,7 +371,7 @@ def cli_fit_prior(argv: list[str] | None = None) -> int:
     try:
         prior = fit_prior_file(args.out, args.tasks_dir, args.seeds, args.strength)
     except ValueError as err:
-        print(json.dumps({"error": str(err)}))
+        print(json.dumps({"error": str(err)}), file=sys.stderr)
         return 2
     print(json.dumps({"out": str(args.out), **prior_summary(prior)}, indent=1))
     return 0
