@@ -75,6 +75,18 @@ def _only_fds(*keep):
         if fd > 2 and fd not in keep:
             try: os.close(fd)
             except OSError: pass
+def _bound_under_tmp():
+    "Mount points the sandbox bound below /tmp (a venv or interpreter that lives there): the job's own /tmp keeps them"
+    points = sorted(line.split()[4].encode().decode("unicode_escape") for line in open("/proc/self/mountinfo"))
+    kept = []
+    for point in points:
+        if point.startswith("/tmp/") and not any(point.startswith(k + "/") for k in kept): kept.append(point)
+    return [(point, os.open(point, os.O_PATH)) for point in kept]
+def _rebind(kept):
+    for point, fd in kept:  # rbind keeps the read-only binds below (editable-install hooks) as they were
+        if os.path.isdir("/proc/self/fd/%d" % fd): os.makedirs(point, exist_ok=True)
+        else: os.makedirs(os.path.dirname(point), exist_ok=True); open(point, "a").close()
+        _mount("/proc/self/fd/%d" % fd, point, None, BIND | REC); os.close(fd)
 def _namespaces(req):
     "A user, mount, pid, ipc and net namespace of the job's own, with a fresh sized tmpfs for /workdir, /tmp, /dev/shm"
     uid, gid = os.getuid(), os.getgid()
@@ -82,12 +94,14 @@ def _namespaces(req):
     for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
         with open("/proc/self/" + name, "w") as f: f.write(text)
     _mount("none", "/", None, REC | PRIVATE)
+    kept = _bound_under_tmp()
     _mount("tmpfs", "/tmp", "tmpfs", NOSUID | NODEV, "size=%dk,nr_inodes=%d,mode=0755" % (req["disk_kb"], req["inodes"]))
     for sub, mode in (("w", 0o755), ("t", 0o1777), ("s", 0o1777)):
         os.mkdir("/tmp/" + sub); os.chmod("/tmp/" + sub, mode)
     _mount("/tmp/w", "/workdir", None, BIND)   # hides the server's folder (every job's outputs)
     if os.path.isdir("/dev/shm"): _mount("/tmp/s", "/dev/shm", None, BIND)
-    _mount("/tmp/t", "/tmp", None, BIND)       # last: covers the tmpfs root
+    _mount("/tmp/t", "/tmp", None, BIND)       # covers the tmpfs root
+    _rebind(kept)
     import fcntl, socket                        # loopback up, as in the cold sandbox
     with socket.socket() as s: fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
 def _drop_privileges():
