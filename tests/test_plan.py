@@ -68,9 +68,9 @@ def test_plan_fails_loudly_and_names_the_term():
     assert not result["fits"] and result["problems"][0].startswith("GPU: peak")
     assert "DOES NOT FIT: GPU: peak" in format_plan(config, result)
     assert plan(load_config("qwen3.5-9b"), "h200x1")["fits"] is False  # 9B states alone: 83 GiB on one card
-    with contextlib.redirect_stdout(io.StringIO()) as out:
+    with contextlib.redirect_stderr(io.StringIO()) as err:  # errors go to stderr, like every wmrl command's
         assert cli_train(["qwen3.5-4b", "--plan", "--hardware", "nowhere"]) == 2
-    assert "unknown hardware 'nowhere'" in out.getvalue()
+    assert "unknown hardware 'nowhere'" in err.getvalue()
     assert set(HARDWARE) >= {"h200x1", "h100x8"}
 
 
