@@ -144,20 +144,28 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     from tqdm.auto import tqdm
     failed = []
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter per chapter, as nbdev-test gives each one
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter per executed chapter, as nbdev-test gives
+    executed = [n for n in chosen if run[n]]
     with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {n: pool.submit(render, n, args.out, run[n]) for n in sorted(chosen, key=lambda n: not run[n])}
-        for name, future in tqdm(futures.items(), desc="chapters", unit="nb"):
-            try:
-                future.result()
-            except Exception as error:  # a failing chapter is reported by name; the others still build
-                failed.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        futures = {n: pool.submit(render, n, args.out, True) for n in executed}
+        for name in tqdm([n for n in chosen if not run[n]], desc="chapters shown as written", unit="nb"):
+            _collect(name, lambda name=name: render(name, args.out, False), failed)  # in this process, meanwhile
+        for name, future in tqdm(futures.items(), desc="chapters executed", unit="nb"):
+            _collect(name, future.result, failed)
     render_readme(args.out)
     (args.out / "index.html").write_text(index_page(names, {n for n in chosen if run[n]} - {f.split(':')[0] for f in failed}))
     for line in failed:
         print(f"docs/build.py: chapter failed to build: {line}", file=sys.stderr)
     print(f"docs: {args.out / 'index.html'} ({len(chosen) - len(failed)} chapters, {sum(run.values())} executed)")
     return 1 if failed else 0
+
+
+def _collect(name: str, result, failed: list) -> None:
+    "Wait for one chapter; a failing chapter is reported by name and the others still build."
+    try:
+        result()
+    except Exception as error:
+        failed.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
 
 
 def render_readme(out: Path) -> None:
