@@ -77,7 +77,8 @@ class EmbodiedConfig:
         "Build from a dict (lists become tuples); unknown keys are an error."
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown EmbodiedConfig keys: {sorted(unknown)}")
+            from wmrl.settings import did_you_mean
+            raise ValueError(f"unknown EmbodiedConfig keys: {sorted(unknown)}{did_you_mean(unknown, cls.__dataclass_fields__)}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     @property
