@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt $(LOCK)
 	touch $@
 
 ## setup-embodied: LIBERO's own venv ($(VENV)/libero: robosuite 1.4.0, MuJoCo < 3.4, numpy < 2) so .venv keeps numpy 2.
-## The assets and the MiniVLA / Robometer weights still come from the hub (see nbs/640_libero.ipynb).
+## The assets and the MiniVLA / Robometer weights still come from the hub (see nbs/650_libero.ipynb).
 LIBERO_VENV ?= $(VENV)/libero
 setup-embodied: $(LIBERO_VENV)/.installed
 
@@ -40,7 +40,7 @@ $(LIBERO_VENV)/.installed: pyproject.toml
 		termcolor h5py imageio
 	$(LIBERO_VENV)/bin/python -m pip install -q --no-deps libero==0.1.1 robomimic==0.2.0
 	$(LIBERO_VENV)/bin/python -m pip install -q -e . "numpy<2"
-	MUJOCO_GL=egl $(LIBERO_VENV)/bin/python -c "import robosuite, mujoco, numpy; from wmrl.libero import suite_tasks; \
+	MUJOCO_GL=egl $(LIBERO_VENV)/bin/python -c "import robosuite, mujoco, numpy; from wmrl.embodied.libero import suite_tasks; \
 		print('LIBERO venv ready:', len(suite_tasks('libero_10')), 'libero_10 tasks; numpy', numpy.__version__)"
 	touch $@
 

@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE="${WMRL_DOCKER_STATE:-/tmp/wmrl-docker}"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
-IMAGE="${WMRL_DOCKER_IMAGE:-$(cd "$ROOT" && "$PYTHON" -c 'from wmrl.settings import get_settings; print(get_settings().docker_image)' 2>/dev/null || echo wmrl-sandbox:latest)}"
+IMAGE="${WMRL_DOCKER_IMAGE:-$(cd "$ROOT" && "$PYTHON" -c 'from wmrl.core.settings import get_settings; print(get_settings().docker_image)' 2>/dev/null || echo wmrl-sandbox:latest)}"
 
 if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
   apt-get update -qq

@@ -3,7 +3,7 @@ figures are there to read without running anything, and a home page with the rea
 
     python docs/build.py                 # -> docs/_build/index.html (the teaching chapters executed)
     python docs/build.py --execute all   # every notebook executed (as nbdev-test runs them: slow/gpu cells skipped)
-    python docs/build.py --out DIR --only 060_bandit 030_debias
+    python docs/build.py --out DIR --only 010_bandit 130_debias
 
 Notebooks run with nbdev's own engine (execnb's CaptureShell, the one `nbdev-test` uses), in their own folder so
 relative paths resolve as in JupyterLab, each in a fresh process. nbconvert turns the executed copies into pages;
@@ -25,23 +25,23 @@ NBS = ROOT / "nbs"
 # The reading path: (part title, why it is there, chapter name prefixes in reading order).
 PATH = [
     ("1. Why", "the toy bandit: what a biased world model costs, and what the corrections buy back",
-     ["060_", "070_"]),
-    ("2. The method", "advantages, anchors, debiasing, denoising and the correction step that joins them",
-     ["010_", "020_", "030_", "040_", "050_"]),
-    ("3. Execution and grading", "task folders, metrics and leaderboards, pools of real executions",
-     ["100_", "110_", "130_"]),
+     ["010_", "020_"]),
+    ("2. The method", "advantages, anchors, debiasing, denoising, the correction step that joins them, paired statistics",
+     ["110_", "120_", "130_", "140_", "150_", "160_"]),
+    ("3. Execution and grading", "task folders, metrics and leaderboards, the sandbox, pools of real executions, the task suite",
+     ["210_", "220_", "230_", "240_", "250_", "260_"]),
     ("4. The world model", "eight checks with strict verdicts, prompts, the static tier, backends, fidelity",
-     ["200_", "210_", "220_", "230_", "240_", "250_", "260_"]),
-    ("5. AutoResearch", "the whole loop on CPU: a task suite, a program-writing policy, a ledger, a grid",
-     ["300_", "310_", "320_", "330_", "340_"]),
+     ["3"]),
+    ("5. AutoResearch", "the whole loop on CPU: a program-writing policy, a ledger, the loop, a grid",
+     ["4"]),
     ("6. Full scale", "TRL, resource plans, MLE-Dojo, DSBench and the embodied track",
-     ["400_", "410_", "430_", "500_", "510_", "520_", "6"]),
-    ("Appendix: engineering", "settings, benchmarks of the core, the sandbox internals, Ray, the command line",
-     ["000_", "055_", "120_", "140_", "420_", "900_"]),
+     ["510_", "520_", "540_", "550_", "560_", "570_", "6"]),
+    ("Appendix: engineering", "settings, benchmarks of the core, the warm sandbox server, Ray, the command line",
+     ["180_", "190_", "290_", "580_", "900_"]),
 ]
 # Chapters executed by default: fast, and the ones whose figures a reader looks for first.
-TEACHING = ["010_advantages", "020_anchors", "030_debias", "040_denoise", "050_correction", "060_bandit",
-            "330_autoresearch"]
+TEACHING = ["110_advantages", "120_anchors", "130_debias", "140_denoise", "150_correction", "010_bandit",
+            "430_loop"]
 
 
 def execute(path: Path) -> tuple[dict, float]:

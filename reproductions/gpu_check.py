@@ -13,15 +13,15 @@ Phases, each a subprocess with its own time limit, timed, with the device's peak
 every 0.5 s (all processes on the card, vLLM's engine cores included) and the phase's own torch peak:
 0. build: a random model of --arch (bf16, built on the GPU) and the kit's local tokenizer, saved to the run
    folder; skipped with --model;
-1. world_model: a `vllm.LLM` on it as wmrl.wm_backends.VLLMWorldModel with the config's engine settings, predicting
+1. world_model: a `vllm.LLM` on it as wmrl.world_model.backends.VLLMWorldModel with the config's engine settings, predicting
    every solution in toy/solutions/iris; the same solutions run in the sandbox and statuses/rewards are compared;
-2. training: `wmrl.train.run_training` with the qwen3.5 config's memory settings (float32 master weights, 8-bit
+2. training: `wmrl.adapters.train.run_training` with the qwen3.5 config's memory settings (float32 master weights, 8-bit
    AdamW, gradient checkpointing, TRL's colocated engine with sleep mode, token_truncate IS) on the iris task,
    shortened to --steps steps of 2 groups; its own world-model engine is built from the config, as in a real run;
 3. agent: the same as the multi-turn research agent (2 turns) on wmrl's mini competition.
 A phase that fails, times out or is killed is recorded with its reason (the error and traceback tail, or the exit
 code and stderr tail) and the next phases still run where they can. The JSON report holds every phase, the plan's
-figures for the same settings (`wmrl.plan`) and measured / planned peak, so the first GPU run also calibrates the
+figures for the same settings (`wmrl.adapters.plan`) and measured / planned peak, so the first GPU run also calibrates the
 plan. The exit code is 0 only when every phase passed.
 """
 from __future__ import annotations
@@ -107,9 +107,9 @@ def agent_overrides(args: argparse.Namespace, out_dir: Path) -> list[str]:
 
 
 def planned(args: argparse.Namespace) -> dict:
-    "The plan's figures (GiB) for phases 1-3 on one H200, from the same overrides (wmrl.plan)."
-    from wmrl.plan import plan
-    from wmrl.train import load_config
+    "The plan's figures (GiB) for phases 1-3 on one H200, from the same overrides (wmrl.adapters.plan)."
+    from wmrl.adapters.plan import plan
+    from wmrl.adapters.train import load_config
     figures = {}
     for name, overrides in (("training", training_overrides), ("agent", agent_overrides)):
         config = load_config(args.config, overrides(args, run_dir(args) / name))
@@ -125,7 +125,7 @@ def planned(args: argparse.Namespace) -> dict:
 
 def plan_summary(args: argparse.Namespace) -> dict:
     "What the check will do (no weights, no vLLM import)."
-    from wmrl.train import dry_run, load_config
+    from wmrl.adapters.train import dry_run, load_config
     solutions = sorted(Path(args.solutions).glob("*.py"))
     if not solutions:
         raise FileNotFoundError(f"no solutions (*.py) in {args.solutions}")
@@ -146,8 +146,8 @@ def plan_summary(args: argparse.Namespace) -> dict:
 # --- the phases (each runs in its own process: `gpu_check.py --phase NAME ...`) --------------------------------
 def phase_build(args: argparse.Namespace, record: dict) -> None:
     "Phase 0: random weights of the architecture (bf16) + the local tokenizer, saved where the next phases read them."
-    from wmrl.plan import load_architecture, parameter_count
-    from wmrl.trl_adapter import random_policy
+    from wmrl.adapters.plan import load_architecture, parameter_count
+    from wmrl.adapters.trl_adapter import random_policy
     out = Path(model_folder(args))
     shutil.rmtree(out, ignore_errors=True)
     random_policy(args.arch, out, seed=0, device="cuda" if _cuda() else "cpu")
@@ -159,8 +159,8 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
     "Phase 1: the config's vLLM world model predicts every solution; the sandbox runs them for comparison."
     from concurrent.futures import ThreadPoolExecutor
 
-    from wmrl.tasks import load_task
-    from wmrl.train import build_scorer, load_config
+    from wmrl.adapters.train import build_scorer, load_config
+    from wmrl.execution.tasks import load_task
     config = load_config(args.config, training_overrides(args, run_dir(args) / "world_model"))
     task = load_task(args.task)
     files = sorted(Path(args.solutions).glob("*.py"))
@@ -175,7 +175,7 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
                   fallbacks={k: int(v) for k, v in world_model.stats.items() if k.startswith("fallback_")})
     rows = [{"solution": f.stem, "predicted_status": p.status, "predicted_reward": p.score} for f, p in zip(files, predictions)]
     if not args.skip_execute:
-        from wmrl.sandbox import SandboxLimits, execute
+        from wmrl.execution.sandbox import SandboxLimits, execute
         limits = SandboxLimits.from_settings(wall_s=args.execute_timeout)
         with ThreadPoolExecutor(args.workers) as pool:
             executed = list(pool.map(lambda code: execute(task, code, None, limits), codes))
@@ -187,7 +187,7 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
 
 def _train(args: argparse.Namespace, record: dict, overrides: list[str], out_dir: Path) -> dict:
     "Train with `overrides` into out_dir; returns metrics.json and records the logged sampling/* and rewards/*."
-    from wmrl.train import load_config, run_training
+    from wmrl.adapters.train import load_config, run_training
     record["summary"] = run_training(load_config(args.config, overrides))
     metrics = json.loads((out_dir / "metrics.json").read_text())
     record["step_times_s"] = [h["step_time"] for h in metrics["log_history"] if "step_time" in h]

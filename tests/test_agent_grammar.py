@@ -1,4 +1,4 @@
-"""The program grammar and the policy of wmrl.agent without executing anything: every slot value renders to
+"""The program grammar and the policy of wmrl.autoresearch.agent without executing anything: every slot value renders to
 code that compiles for every kind of task, rendering is deterministic, the policy's gradient matches finite
 differences, GRPO on a synthetic reward moves the policy, and state survives a JSON round trip."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.agent import (
+from wmrl.autoresearch.agent import (
     FAMILIES,
     FEATURE_NAMES,
     MISTAKES,
@@ -26,8 +26,8 @@ from wmrl.agent import (
     task_features,
     with_mistake,
 )
-from wmrl.grading import ladder_reward
-from wmrl.tasks import load_task
+from wmrl.execution.grading import ladder_reward
+from wmrl.execution.tasks import load_task
 
 IRIS = Path(__file__).resolve().parent.parent / "toy" / "tasks" / "iris"
 

@@ -1,4 +1,4 @@
-"""Rendered programs of wmrl.agent run FOR REAL in the sandbox (wmrl.sandbox.execute): clean programs write a
+"""Rendered programs of wmrl.autoresearch.agent run FOR REAL in the sandbox (wmrl.execution.sandbox.execute): clean programs write a
 valid, graded submission; every planted mistake produces the status it declares; emergent failures happen where
 they should; and a sample from the initial policy does what its planted mistakes say.
 
@@ -14,9 +14,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wmrl.agent import FAMILIES, MISTAKES, Program, ProgramPolicy, planted_status, render, task_features, with_mistake
-from wmrl.sandbox import SandboxLimits, execute
-from wmrl.tasks import load_task, write_task
+from wmrl.autoresearch.agent import (
+    FAMILIES,
+    MISTAKES,
+    Program,
+    ProgramPolicy,
+    planted_status,
+    render,
+    task_features,
+    with_mistake,
+)
+from wmrl.execution.sandbox import SandboxLimits, execute
+from wmrl.execution.tasks import load_task, write_task
 
 IRIS = Path(__file__).resolve().parent.parent / "toy" / "tasks" / "iris"
 LIMITS = SandboxLimits.from_settings(wall_s=12)  # short, so that too_slow costs 12 s, not the task's 60

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import json, sys
-from wmrl.autoresearch import AutoResearchConfig, AutoResearchRun
+from wmrl.autoresearch.loop import AutoResearchConfig, AutoResearchRun
 config = AutoResearchConfig.from_dict(json.loads(sys.argv[1]))
 run = AutoResearchRun(config, sys.argv[2])
 run.run()
@@ -25,7 +25,7 @@ TIMING = ("wall_s", "cpu_s", "_s")  # fields that are measurements
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    from wmrl.suite import build_suite
+    from wmrl.execution.suite import build_suite
     suite = tmp_path_factory.mktemp("suite")
     build_suite(suite, tasks=["breast_cancer"], progress=False)
     return {"method": "wmrl", "seed": 3, "steps": 4, "group_size": 4, "tasks_per_step": 2, "eval_samples": 2,

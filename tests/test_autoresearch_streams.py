@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmrl.agent import ProgramPolicy
-from wmrl.autoresearch import AutoResearchConfig, AutoResearchRun, sample_groups, step_tasks
-from wmrl.correction import METHOD_SPECS, METHODS
+from wmrl.autoresearch.agent import ProgramPolicy
+from wmrl.autoresearch.loop import AutoResearchConfig, AutoResearchRun, sample_groups, step_tasks
+from wmrl.core.correction import METHOD_SPECS, METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 ANCHOR_METHODS = [m for m in METHODS if METHOD_SPECS[m].executes == "anchors"]
@@ -15,7 +15,7 @@ ANCHOR_METHODS = [m for m in METHODS if METHOD_SPECS[m].executes == "anchors"]
 
 def plan_of(method, seed, steps, n_tasks=6, per_step=4):
     config = AutoResearchConfig(method=method, seed=seed, tasks_per_step=per_step)
-    from wmrl.correction import WMRLCorrector
+    from wmrl.core.correction import WMRLCorrector
     corrector = WMRLCorrector(config.correction_config())
     names = [f"task{i}" for i in range(n_tasks)]
     out = []
@@ -40,8 +40,8 @@ def test_anchor_methods_share_tasks_and_anchor_groups(seed):
 
 
 def test_same_seed_same_programs_at_equal_parameters():
-    from wmrl.agent import task_features
-    from wmrl.tasks import load_task
+    from wmrl.autoresearch.agent import task_features
+    from wmrl.execution.tasks import load_task
     iris = load_task(REPO / "toy/tasks/iris")
     phi = [task_features(iris)]
     for step in range(3):

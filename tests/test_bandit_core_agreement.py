@@ -1,13 +1,15 @@
 """The bandit's vectorised formulas agree with the core's reference objects.
 
-`wmrl.bandit` restates GRPO advantages, the bucketed isotonic fit, the group disagreement and the anchor weighter
+`wmrl.toy.bandit` restates GRPO advantages, the bucketed isotonic fit, the group disagreement and the anchor weighter
 over a lane axis so that 7 variants x 32 seeds run in one numpy loop. These tests feed the same inputs to both.
 """
 import numpy as np
 import pytest
 
-from wmrl.advantages import group_advantages
-from wmrl.bandit import (
+from wmrl.core.advantages import group_advantages
+from wmrl.core.debias import bucketed_isotonic_fit, pav_reference
+from wmrl.core.denoise import AnchorWeighter, group_disagreement
+from wmrl.toy.bandit import (
     BanditConfig,
     BatchCalibrator,
     BatchWeighter,
@@ -17,8 +19,6 @@ from wmrl.bandit import (
     risky_problem,
     simulate,
 )
-from wmrl.debias import bucketed_isotonic_fit, pav_reference
-from wmrl.denoise import AnchorWeighter, group_disagreement
 
 
 @pytest.mark.parametrize("scale", ["none", "group"])

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from wmrl.bandit import (
+from wmrl.toy.bandit import (
     VARIANTS,
     BanditConfig,
     BanditProblem,

@@ -1,7 +1,7 @@
 """The bandit explorer as a person uses it: JupyterLab in Debian chromium, Run All, move a slider, see a new figure.
 
 Playwright drives /usr/bin/chromium through `executable_path` (never a downloaded browser). JupyterLab runs on
-127.0.0.1 with a free port in a temporary root holding a copy of nbs/070_bandit_explorer.ipynb, and is stopped by
+127.0.0.1 with a free port in a temporary root holding a copy of nbs/020_bandit_explorer.ipynb, and is stopped by
 its PID. Skips (loudly) only when /usr/bin/chromium is missing: `apt-get install -y --no-install-recommends chromium`.
 """
 import json
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from browser_support import NEEDS_CHROMIUM, chromium_page, jupyter_lab, shots_dir
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "nbs" / "070_bandit_explorer.ipynb"
+NOTEBOOK = Path(__file__).resolve().parent.parent / "nbs" / "020_bandit_explorer.ipynb"
 
 pytestmark = NEEDS_CHROMIUM
 

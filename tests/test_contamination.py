@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from contamination_attacks import ATTACKS, BESIDE, fill
 
-from wmrl.pool import ExecutionPool
-from wmrl.sandbox import SandboxLimits, bwrap_works, execute, get_backend
-from wmrl.tasks import build_iris_task, load_task
-from wmrl.warm import WarmBackend
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import SandboxLimits, bwrap_works, execute, get_backend
+from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.warm import WarmBackend
 
 REPO = Path(__file__).resolve().parents[1]
 CLEAN = (REPO / "toy" / "solutions" / "iris" / "good_logistic.py").read_text()
@@ -239,7 +239,7 @@ def test_a_job_that_ooms_its_server_is_blamed_and_its_neighbour_rerun(task, cold
 
 def test_the_text_ladder_reads_the_status_mledojo_reports():
     "A crash whose own output says 'Execution successful' is a crash (0.1), not a run without a submission (0.2)."
-    from wmrl.research_agent import ladder_from_observation
+    from wmrl.adapters.research_agent import ladder_from_observation
     crash = ("=== Code Execution Results ===\nExecution failed: Traceback (most recent call last):\n"
              "print('Execution successful')\nValueError: boom")
     assert ladder_from_observation(crash, 0.0, "x = 1") == ("runtime_error", 0.1, None)

@@ -1,10 +1,10 @@
-"""Property tests for wmrl.advantages and a parity test against TRL 1.16's own advantage code path."""
+"""Property tests for wmrl.core.advantages and a parity test against TRL 1.16's own advantage code path."""
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from wmrl.advantages import factorize_groups, group_advantages
+from wmrl.core.advantages import factorize_groups, group_advantages
 
 REWARD = st.one_of(st.floats(0.0, 1.0, allow_nan=False), st.just(float("nan")))
 

@@ -1,4 +1,4 @@
-"""wmrl.anchors: cross-process agreement, resume, realised fraction, floor, cap and hypothesis properties."""
+"""wmrl.core.anchors: cross-process agreement, resume, realised fraction, floor, cap and hypothesis properties."""
 import json
 import multiprocessing
 import os
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.anchors import AnchorScheduler, anchor_count, anchor_priority
+from wmrl.core.anchors import AnchorScheduler, anchor_count, anchor_priority
 
 KEYS = [f"task-{i}" for i in range(37)] + [("tuple", i) for i in range(5)] + list(range(100, 110))
 
@@ -33,7 +33,7 @@ def test_two_spawned_processes_agree():
 
 def test_agrees_across_hash_seeds():
     "Python's salted hash() would differ between these processes; the blake2b priority must not."
-    code = ("import json; from wmrl.anchors import anchor_priority; "
+    code = ("import json; from wmrl.core.anchors import anchor_priority; "
             "print(json.dumps([anchor_priority(k, s, 7) for k in ['a', 'titanic', 'x'*50] for s in range(5)]))")
     outputs = []
     for hash_seed in ["1", "2"]:

@@ -1,4 +1,4 @@
-"""wmrl.correction: each method's semantics, resume, order independence, and clear errors on bad input."""
+"""wmrl.core.correction: each method's semantics, resume, order independence, and clear errors on bad input."""
 import json
 import math
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.advantages import group_advantages
-from wmrl.correction import METHODS, CorrectionConfig, WMRLCorrector, within_group_residual
+from wmrl.core.advantages import group_advantages
+from wmrl.core.correction import METHODS, CorrectionConfig, WMRLCorrector, within_group_residual
 
 N_TASKS, GROUP = 20, 6
 KEYS = [f"task-{i}" for i in range(N_TASKS)]

@@ -1,4 +1,4 @@
-"""Property tests for wmrl.debias (Online Debiasing): the exact isotonic fit, the map, and the online debiaser."""
+"""Property tests for wmrl.core.debias (Online Debiasing): the exact isotonic fit, the map, and the online debiaser."""
 
 import itertools
 import json
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.debias import (
+from wmrl.core.debias import (
     IsotonicMap,
     OnlineDebiaser,
     PairWindow,

@@ -1,4 +1,4 @@
-"""Property tests for wmrl.denoise (Inverse-Variance Denoising): the disagreement, the paper's anchor weight and the
+"""Property tests for wmrl.core.denoise (Inverse-Variance Denoising): the disagreement, the paper's anchor weight and the
 normalised inverse-variance fusion."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.denoise import AnchorWeighter, ExponentialAverage, InverseVarianceFusion, group_disagreement
+from wmrl.core.denoise import AnchorWeighter, ExponentialAverage, InverseVarianceFusion, group_disagreement
 
 s2_values = st.one_of(st.floats(0.0, 50.0), st.just(math.nan))
 s2_sequences = st.lists(s2_values, min_size=0, max_size=120)

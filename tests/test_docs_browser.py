@@ -15,7 +15,7 @@ import pytest
 from browser_support import chromium_page, copy_tree_notebook, jupyter_lab, needs_chromium, shots_dir, static_server
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURE_PAGES = ["060_bandit", "030_debias", "330_autoresearch"]  # the reading path's first figure of each part
+FIGURE_PAGES = ["010_bandit", "130_debias", "430_loop"]  # the reading path's first figure of each part
 
 
 def test_every_notebook_is_valid_and_names_its_kernel():
@@ -59,9 +59,9 @@ def test_docs_page_shows_a_figure(site, page_name):
 def test_notebook_opens_with_its_kernel_and_no_dialog():
     root = Path(tempfile.mkdtemp(prefix="wmrl-lab-"))
     try:
-        copy_tree_notebook(ROOT / "nbs" / "030_debias.ipynb", root)
+        copy_tree_notebook(ROOT / "nbs" / "130_debias.ipynb", root)
         with jupyter_lab(root) as url, chromium_page() as page:
-            page.goto(url + "lab/tree/030_debias.ipynb")
+            page.goto(url + "lab/tree/130_debias.ipynb")
             page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5", timeout=90_000)
             page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=90_000)  # its kernel runs
             dialogs = page.locator(".jp-Dialog")

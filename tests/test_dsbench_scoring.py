@@ -1,4 +1,4 @@
-"""wmrl.dsbench without training: the task list against MLE-Dojo's real boards, RPG properties (hypothesis),
+"""wmrl.adapters.dsbench without training: the task list against MLE-Dojo's real boards, RPG properties (hypothesis),
 preparation round trips in a temp dir, and clear errors for bad input."""
 import json
 import math
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.dsbench import (
+from wmrl.adapters.dsbench import (
     DSBENCH_TASKS,
     TINY_DSBENCH,
     benchmark_config,
@@ -24,8 +24,8 @@ from wmrl.dsbench import (
     rpg_reference,
     score_heldout,
 )
-from wmrl.grading import get_metric
-from wmrl.tasks import TaskError
+from wmrl.execution.grading import get_metric
+from wmrl.execution.tasks import TaskError
 
 REPO = Path(__file__).resolve().parents[1]
 DOJO = REPO.parent / "shared" / "data" / "mle-dojo"
@@ -156,8 +156,8 @@ def test_config_and_compute_errors(tmp_path):
 
 
 def test_every_dsbench_task_has_a_kit_metric():
-    "All 74 data-modeling tasks are gradable: the 18 that lacked a metric now map to wmrl.metrics' ones."
-    from wmrl.dsbench import TASK_METRICS
+    "All 74 data-modeling tasks are gradable: the 18 that lacked a metric now map to wmrl.execution.metrics' ones."
+    from wmrl.adapters.dsbench import TASK_METRICS
     assert {name: dsbench_metric(name) for name in DSBENCH_TASKS if dsbench_metric(name) is None} == {}
     assert set(TASK_METRICS) == {n for n, tag in DSBENCH_TASKS.items() if tag == "Custom Metric"}
     for name in DSBENCH_TASKS:
@@ -172,7 +172,7 @@ def test_every_dsbench_task_has_a_kit_metric():
 ])
 def test_new_metrics_score_through_the_grader(metric, answer, submission, expected):
     "score_frames (the grader's and the boards' path) reads string labels and texts for the new label metrics."
-    from wmrl.grading import score_frames
+    from wmrl.execution.grading import score_frames
     ids = list(range(len(answer)))
     got = score_frames(metric, "id", ["target"], pd.DataFrame({"id": ids, "target": answer}),
                        pd.DataFrame({"id": ids[::-1], "target": submission[::-1]}))
@@ -180,7 +180,7 @@ def test_new_metrics_score_through_the_grader(metric, answer, submission, expect
 
 
 def test_multi_column_metrics_score_through_the_grader():
-    from wmrl.grading import score_frames
+    from wmrl.execution.grading import score_frames
     answer = pd.DataFrame({"id": [1, 2], "a": [1.0, 3.0], "b": [2.0, 4.0]})
     submission = pd.DataFrame({"id": [1, 2], "a": [2.0, 0.0], "b": [2.0, 4.0]})
     assert score_frames("mcrmse", "id", ["a", "b"], answer, submission) == pytest.approx(5 ** 0.5 / 2)

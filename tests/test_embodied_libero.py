@@ -3,7 +3,7 @@
 `make setup` installs `libero==0.1.1` with `--no-deps` into .venv: the package's code, its 130 BDDL files and its init
 files, but none of robosuite/torch/assets. That is all these tests need, so they run in CI. What needs LIBERO's
 assets, its simulator stack (`make setup-embodied`) or the MiniVLA/Robometer weights is checked only for its clear
-error here; it runs on a GPU box (see nbs/640_libero.ipynb and the README's GPU-box section).
+error here; it runs on a GPU box (see nbs/650_libero.ipynb and the README's GPU-box section).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if importlib.util.find_spec("libero") is None:
     pytest.skip("LIBERO ADAPTER TESTS SKIPPED: the libero package files are not installed; run `make setup` "
                 "(it runs `pip install --no-deps libero==0.1.1`)", allow_module_level=True)
 
-from wmrl import libero as L  # noqa: E402
+from wmrl.embodied import libero as L  # noqa: E402
 
 LIBERO_10_DIMS = [123, 123, 47, 51, 84, 45, 71, 84, 47, 47]  # the state sizes in the reference notes
 
@@ -45,7 +45,7 @@ def test_libero_10_init_states_have_the_documented_shapes_and_are_distinct():
 
 
 def test_every_init_file_of_every_suite_reads_without_torch():
-    code = ("import sys, json; from wmrl import libero as L; "
+    code = ("import sys, json; from wmrl.embodied import libero as L; "
             "shapes = [L.init_states(t).shape[0] for s in L.SUITES for t in L.suite_tasks(s)]; "
             "print(json.dumps([len(shapes), sorted(set(shapes)), 'torch' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

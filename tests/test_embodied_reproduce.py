@@ -1,5 +1,5 @@
 """The embodied miniature end to end: `wmrl reproduce embodied --size quick` (real Meta-World, real torch policy,
-the frozen progress model, papermill per run), and the claim that every arm goes through `wmrl.correction`.
+the frozen progress model, papermill per run), and the claim that every arm goes through `wmrl.core.correction`.
 
 The quick grid is far too small to rank the arms (the full grid's numbers are in reproductions/results/embodied/);
 these tests check the contract: the ledger's label counts follow each arm's definition, the shared SFT checkpoint
@@ -67,8 +67,8 @@ def test_quick_embodied_reproduction(tmp_path):
 
 def test_every_arm_trains_through_the_kits_correction_step(tmp_path, monkeypatch):
     "The arms are the core's methods, run by the core's WMRLCorrector (counted), not by a copy of it."
-    from wmrl import correction
-    from wmrl.embodied_loop import ARMS, EmbodiedConfig, run_embodied
+    from wmrl.core import correction
+    from wmrl.embodied.loop import ARMS, EmbodiedConfig, run_embodied
     calls = []
     original = correction.WMRLCorrector.correct
     def counting(self, *args, **kwargs):
@@ -95,8 +95,8 @@ def test_bad_grid_is_one_line_on_stderr(tmp_path):
 
 
 def test_importing_the_embodied_modules_loads_no_simulator_or_torch():
-    code = ("import json, sys, wmrl.embodied_report, wmrl.embodied_loop, wmrl.embodied_policy, wmrl.embodied_progress, "
-            "wmrl.embodied_sim, wmrl.libero; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+    code = ("import json, sys, wmrl.embodied.report, wmrl.embodied.loop, wmrl.embodied.policy, wmrl.embodied.progress, "
+            "wmrl.embodied.sim, wmrl.embodied.libero; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'torch', 'metaworld', 'mujoco', 'gymnasium', 'libero', 'robosuite'})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

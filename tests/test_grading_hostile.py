@@ -7,8 +7,8 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wmrl.grading import grade_submission_file, ladder_reward
-from wmrl.tasks import load_task
+from wmrl.execution.grading import grade_submission_file, ladder_reward
+from wmrl.execution.tasks import load_task
 
 IRIS = load_task(Path(__file__).resolve().parent.parent / "toy" / "tasks" / "iris")
 SAMPLE = pd.read_csv(IRIS.sample_submission_path)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.grading import leaderboard_position, position_score
+from wmrl.execution.grading import leaderboard_position, position_score
 
 DOJO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mle-dojo"
 if not (DOJO / "competitions").is_dir():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.grading import (
+from wmrl.execution.grading import (
     METRICS,
     STATUSES,
     GradeResult,
@@ -22,7 +22,7 @@ from wmrl.grading import (
     relative_performance_gap,
     validate_submission,
 )
-from wmrl.tasks import load_task, write_task
+from wmrl.execution.tasks import load_task, write_task
 
 IRIS = Path(__file__).resolve().parent.parent / "toy" / "tasks" / "iris"
 

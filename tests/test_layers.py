@@ -1,40 +1,160 @@
-"""The layer rule: importing any wmrl module must not import torch, trl, vllm or docker.
+"""The package's layout is the design's layers: these tests fail on an import cycle, an import that reaches up a layer,
+a module over 400 lines, or a notebook whose number does not name the subpackage it exports to.
 
-Heavy frameworks live inside the functions of their adapters and backends, so a CPU user (and `wmrl --help`)
-never pays for them. Each module is imported in a fresh interpreter, because an earlier test may already have
-imported torch into this one.
+Layers, lowest first (a module may import its own subpackage and any lower layer, never a higher or a sibling one):
+
+    core  <-  toy, execution  <-  world_model  <-  autoresearch  <-  adapters, embodied  <-  cli
+
+Imports inside functions count: a lazy import is still a dependency, it only defers the cost.
 """
+import ast
 import json
-import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-import wmrl
-
-HEAVY = ("torch", "trl", "vllm", "docker", "transformers")
-MODULES = sorted(f"wmrl.{m.name}" for m in pkgutil.iter_modules(wmrl.__path__) if not m.name.startswith("_"))
-
-
-def _heavy_imported_by(module: str) -> list[str]:
-    code = f"import json, sys, {module}; print(json.dumps(sorted(set(m.split('.')[0] for m in sys.modules))))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
-    return sorted(loaded & set(HEAVY))
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "wmrl"
+RANK = {"core": 0, "toy": 1, "execution": 1, "world_model": 2, "autoresearch": 3, "adapters": 4, "embodied": 4,
+        "cli": 5}
+# Notebook numbers name subpackages: the hundreds digit, 9xx for the top-level entry points.
+BY_DIGIT = {"0": "toy", "1": "core", "2": "execution", "3": "world_model", "4": "autoresearch", "5": "adapters",
+            "6": "embodied", "9": None}
+GENERATED = {"_modidx.py"}
+MAX_LINES = 400
 
 
-def test_there_are_modules_to_check():
-    assert "wmrl.settings" in MODULES and len(MODULES) >= 2
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-@pytest.mark.parametrize("module", ["wmrl", *MODULES])
-def test_module_imports_no_heavy_framework(module):
-    assert _heavy_imported_by(module) == [], f"{module} imports a heavy framework at import time"
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py")) if p.name not in GENERATED}
 
 
-def test_cli_help_is_light():
-    code = ("import sys; from wmrl.cli import main; main(['--help']); "
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    "Every wmrl module `name` imports, at any depth of its code (relative imports resolved)."
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            # `from wmrl.core import debias` names a module; `from wmrl.core.debias import x` names its parent.
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and target != "wmrl":
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+
+
+def layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in RANK else "cli" if parts[-1] == "cli" else parts[-1]
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    "One import cycle as a path [a, b, ..., a], or None (iterative DFS, three colours)."
+    colour = {n: 0 for n in g}
+    for start in g:
+        if colour[start]:
+            continue
+        path, iters = [start], [iter(sorted(g[start]))]
+        colour[start] = 1
+        while path:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                colour[path.pop()] = 2
+                iters.pop()
+            elif colour.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif colour.get(nxt) == 0:
+                colour[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(sorted(g[nxt])))
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_import_graph_sees_lazy_and_relative_imports(tmp_path):
+    known = {"wmrl.core.debias", "wmrl.core.settings", "wmrl.core", "wmrl.execution.grading"}
+    src = tmp_path / "m.py"
+    src.write_text("from .debias import x\ndef f():\n    from wmrl.execution.grading import y\n"
+                   "    from wmrl.core import settings\n")
+    assert imports_of("wmrl.core.m", src, known) == {"wmrl.core.debias", "wmrl.execution.grading",
+                                                     "wmrl.core.settings", "wmrl.core"}
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def layer_violations(g: dict[str, set[str]]) -> list[str]:
+    "Imports of a sibling or higher layer (a module's own subpackage is always allowed)."
+    return sorted(f"{name} ({layer(name)}) imports {dep} ({layer(dep)})" for name, deps in g.items() for dep in deps
+                  if layer(dep) != layer(name) and RANK[layer(dep)] >= RANK[layer(name)])
+
+
+def test_the_layer_check_flags_upward_and_sideways_imports():
+    g = {"wmrl.core.a": {"wmrl.execution.b"}, "wmrl.execution.b": {"wmrl.core.a", "wmrl.toy.c"},
+         "wmrl.toy.c": {"wmrl.core.a"}, "wmrl.adapters.d": {"wmrl.autoresearch.e", "wmrl.adapters.f"}}
+    assert layer_violations(g) == ["wmrl.core.a (core) imports wmrl.execution.b (execution)",
+                                   "wmrl.execution.b (execution) imports wmrl.toy.c (toy)"]
+
+
+def test_imports_only_reach_down_the_layers():
+    bad = layer_violations(graph())
+    assert not bad, "imports against the layers:\n" + "\n".join(bad)
+
+
+def test_no_module_over_400_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split the notebook): {long}"
+
+
+def test_every_notebook_exports_to_the_subpackage_its_number_names():
+    wrong = []
+    for nb in sorted((ROOT / "nbs").glob("[0-9][0-9][0-9]_*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        found = [m.group(1) for c in cells if c["cell_type"] == "code"
+                 for m in [re.search(r"^#\| ?default_exp (\S+)", "".join(c["source"]), re.M)] if m]
+        sub, stem = BY_DIGIT.get(nb.name[0], "?"), nb.stem.split("_", 1)[1]
+        expected = stem if sub is None else f"{sub}.{stem}"
+        if found != [expected]:
+            wrong.append(f"{nb.name}: default_exp {found}, expected [{expected!r}]")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_import_wmrl_stays_light():
+    heavy = ("torch", "trl", "vllm", "docker", "transformers")
+    code = ("import sys, wmrl, wmrl.core, wmrl.execution, wmrl.world_model, wmrl.autoresearch, wmrl.adapters; "
+            f"print([m for m in sys.modules if m.split('.')[0] in {heavy!r}])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[]", out
+
+
+@pytest.mark.parametrize("sub", sorted(set(RANK) - {"cli"}))
+def test_every_layer_has_modules(sub):
+    assert any(layer(name) == sub for name in modules()), f"no module in wmrl.{sub}"

@@ -6,8 +6,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.ledger import Charge, ComputeLedger, ExecutionCache, execute_cached
-from wmrl.tasks import load_task
+from wmrl.autoresearch.ledger import Charge, ComputeLedger, ExecutionCache, execute_cached
+from wmrl.execution.tasks import load_task
 
 IRIS = load_task(Path(__file__).resolve().parents[1] / "toy" / "tasks" / "iris")
 

@@ -35,8 +35,8 @@ def test_lock_covers_every_dependency_make_setup_installs():
 
 
 def test_installed_versions_are_the_locked_ones():
-    "What `make setup` installed (and what run folders record, wmrl.runner.provenance) is what the lock pins."
-    from wmrl.runner import PROVENANCE_PACKAGES, provenance
+    "What `make setup` installed (and what run folders record, wmrl.autoresearch.runner.provenance) is what the lock pins."
+    from wmrl.autoresearch.runner import PROVENANCE_PACKAGES, provenance
     pins = _pins()
     differ = {}
     for name, version in pins.items():

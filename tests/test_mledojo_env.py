@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wmrl.mledojo import (
+from wmrl.adapters.mledojo import (
     COMPETITION_METRICS,
     PAPER_HELDOUT,
     PAPER_TRAIN,
@@ -25,7 +25,7 @@ from wmrl.mledojo import (
     make_env,
     mledojo_available,
 )
-from wmrl.tasks import TaskError
+from wmrl.execution.tasks import TaskError
 
 DOJO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mle-dojo"
 if not (DOJO / "competitions").is_dir():
@@ -229,7 +229,7 @@ def test_paper_split_exists_in_shared_data():
 
 
 def test_metric_map_agrees_with_mledojo_direction():
-    from wmrl.grading import get_metric
+    from wmrl.execution.grading import get_metric
     for name, metric in COMPETITION_METRICS.items():
         assert name in HIGHER, name
         assert HIGHER[name] == get_metric(metric).higher_is_better, (name, metric)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.mledojo import (
+from wmrl.adapters.mledojo import (
     PAPER_HELDOUT,
     build_mini_competition,
     dsbench_rpg,

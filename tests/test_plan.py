@@ -1,4 +1,4 @@
-"""The resource plan (wmrl.plan, `wmrl train CONFIG --plan`): its formulas against transformers and a measurement,
+"""The resource plan (wmrl.adapters.plan, `wmrl train CONFIG --plan`): its formulas against transformers and a measurement,
 and every shipped config against the hardware it names."""
 import contextlib
 import io
@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.plan import HARDWARE, estimate_step, format_plan, load_architecture, measure_step, parameter_count, plan
-from wmrl.train import cli_train, load_config
+from wmrl.adapters.plan import (
+    HARDWARE,
+    estimate_step,
+    format_plan,
+    load_architecture,
+    measure_step,
+    parameter_count,
+    plan,
+)
+from wmrl.adapters.train import cli_train, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((REPO / "reproductions/configs").glob("*.yaml"))

@@ -1,4 +1,4 @@
-"""wmrl.pool: order, real concurrency, infrastructure failures, a mixed hostile batch, several pools at once."""
+"""wmrl.execution.pool: order, real concurrency, infrastructure failures, a mixed hostile batch, several pools at once."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from wmrl.pool import ExecutionJob, ExecutionPool, ledger
-from wmrl.sandbox import SandboxLimits, get_backend
-from wmrl.tasks import build_iris_task, load_task
+from wmrl.execution.pool import ExecutionJob, ExecutionPool, ledger
+from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.tasks import build_iris_task, load_task
 
 LIMITS = SandboxLimits(wall_s=10, memory_mb=512, nproc=32, disk_mb=32)
 QUICK = ("import os, shutil\n"
@@ -76,7 +76,7 @@ def test_a_mixed_hostile_batch(pool, task):
 
 
 def test_ledger_ignores_nan_and_rejects_bad_jobs(pool, task):
-    from wmrl.pool import infra_record
+    from wmrl.execution.pool import infra_record
     book = ledger([infra_record("x", "b"), infra_record("y", "b")])
     assert book["infra_errors"] == 2 and book["cpu_s"] == 0.0 and math.isnan(book["peak_mb_max"])
     with pytest.raises(TypeError, match="must be an ExecutionJob"):
@@ -87,9 +87,9 @@ def test_ledger_ignores_nan_and_rejects_bad_jobs(pool, task):
 
 POOL_IN_A_PROCESS = """
 import json, sys
-from wmrl.pool import ExecutionPool, ledger
-from wmrl.sandbox import SandboxLimits
-from wmrl.tasks import load_task
+from wmrl.execution.pool import ExecutionPool, ledger
+from wmrl.execution.sandbox import SandboxLimits
+from wmrl.execution.tasks import load_task
 task = load_task(sys.argv[1])
 code = "import os, shutil\\nshutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])"
 with ExecutionPool("auto", max_workers=2) as pool:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.ledger import execute_cached
-from wmrl.pool import ExecutionPool
-from wmrl.ray_pool import RayExecutionPool, pack_folder
-from wmrl.sandbox import SandboxLimits
-from wmrl.tasks import load_task
+from wmrl.adapters.ray_pool import RayExecutionPool, pack_folder
+from wmrl.autoresearch.ledger import execute_cached
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import SandboxLimits
+from wmrl.execution.tasks import load_task
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "toy" / "solutions" / "iris"
@@ -181,7 +181,7 @@ def test_pack_then_materialise_round_trips(tmp_path_factory):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from wmrl.ray_pool import materialise
+    from wmrl.adapters.ray_pool import materialise
     names = st.text(alphabet="abcxyz_-.0", min_size=1, max_size=6).filter(lambda n: n not in (".", ".."))
     paths = st.lists(names, min_size=1, max_size=3).map("/".join)
     trees = st.dictionaries(paths, st.binary(max_size=64), min_size=1, max_size=6)
@@ -207,7 +207,7 @@ def test_pack_then_materialise_round_trips(tmp_path_factory):
 
 def test_train_scorer_routes_anchor_executions_through_ray(ray, iris, tmp_path):
     "`sandbox.ray` in a `wmrl train` config: the TaskScorer's executions become Ray tasks, with the local rewards."
-    from wmrl.train import build_scorer, build_tasks, load_config
+    from wmrl.adapters.train import build_scorer, build_tasks, load_config
     config = load_config("tiny-cpu", [f"sandbox.ray.cache_dir={tmp_path}", "sandbox.ray.num_cpus=1"])
     tasks = build_tasks(config)
     ray_scorer = build_scorer(config, tasks)

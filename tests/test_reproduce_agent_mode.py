@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.dsbench import benchmark_config, evaluate_heldout, score_heldout
+from wmrl.adapters.dsbench import benchmark_config, evaluate_heldout, score_heldout
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (REPO / "reproductions/configs/tiny-cpu-agent.yaml").is_file(),
@@ -13,8 +13,8 @@ pytestmark = pytest.mark.skipif(not (REPO / "reproductions/configs/tiny-cpu-agen
 
 
 def test_agent_episodes_on_the_mini_competition(tmp_path):
-    from wmrl.mledojo import build_mini_competition, load_competition
-    from wmrl.trl_adapter import tiny_policy
+    from wmrl.adapters.mledojo import build_mini_competition, load_competition
+    from wmrl.adapters.trl_adapter import tiny_policy
     build_mini_competition(tmp_path / "data", name="breast-cancer-mini-heldout", seed=1)
     config = benchmark_config({"config": "tiny-cpu-agent", "out_dir": str(tmp_path)})
     assert config["tasks"]["program"] == "agent"
@@ -32,10 +32,10 @@ def test_agent_episodes_on_the_mini_competition(tmp_path):
 
 
 def test_mledojo_template_in_agent_mode(tmp_path):
-    from wmrl.runner import RunSpec, execute_run
+    from wmrl.autoresearch.runner import RunSpec, execute_run
     params = {"config": "tiny-cpu-agent", "method": "wmrl", "seed": 0, "steps": 1, "eval_samples": 2, "workers": 2}
     report = execute_run(RunSpec("wmrl__seed0", params), tmp_path, REPO / "reproductions" / "mledojo.ipynb",
-                         resolver="wmrl.dsbench:benchmark_config")
+                         resolver="wmrl.adapters.dsbench:benchmark_config")
     assert report["status"] == "ran"
     metrics = json.loads((tmp_path / "wmrl__seed0" / "metrics.json").read_text())
     assert metrics["benchmark"] == "mle-dojo" and metrics["config"]["steps"] == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wmrl.runner import (
+from wmrl.autoresearch.runner import (
     BENCHMARK_CATEGORIES,
     PAPER_TABLE1,
     cli_reproduce_benchmark,
@@ -115,7 +115,7 @@ def test_template_parameters_are_documented():
     """Every knob of the benchmark templates is a papermill parameter with a comment, one per line."""
     import papermill
 
-    from wmrl.dsbench import BENCHMARK_KNOBS
+    from wmrl.adapters.dsbench import BENCHMARK_KNOBS
     for name in ("mledojo", "dsbench"):
         params = papermill.inspect_notebook(str(REPO / "reproductions" / f"{name}.ipynb"))
         assert set(params) == set(BENCHMARK_KNOBS), name

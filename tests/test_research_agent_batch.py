@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from wmrl.mledojo import KaggleEnv, build_mini_competition, load_competition
-from wmrl.research_agent import (
+from wmrl.adapters.mledojo import KaggleEnv, build_mini_competition, load_competition
+from wmrl.adapters.research_agent import (
     EXAMPLE_MESSAGES,
     Episode,
     Outcome,
@@ -17,7 +17,7 @@ from wmrl.research_agent import (
     parse_action,
     run_episode,
 )
-from wmrl.wm_static import StaticWorldModel
+from wmrl.world_model.static import StaticWorldModel
 
 SCRIPT = [EXAMPLE_MESSAGES[name] for name in ("request_info", "wrong_column", "logistic")]
 

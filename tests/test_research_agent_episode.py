@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.mledojo import KaggleEnv, build_mini_competition, load_competition
-from wmrl.research_agent import (
+from wmrl.adapters.mledojo import KaggleEnv, build_mini_competition, load_competition
+from wmrl.adapters.research_agent import (
     SandboxFeedback,
     build_messages,
     run_episode,
     transformers_generate_fn,
     world_model_reward,
 )
-from wmrl.wm_static import StaticWorldModel
+from wmrl.world_model.static import StaticWorldModel
 
 DOJO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mle-dojo"
 PIZZA = DOJO / "competitions" / "random-acts-of-pizza"
@@ -147,7 +147,7 @@ def test_bad_arguments(competition):
 
 def test_tiny_random_transformers_model_end_to_end(competition):
     pytest.importorskip("torch")
-    from wmrl.wm_backends import tiny_random_model
+    from wmrl.world_model.backends import tiny_random_model
     model, tokenizer = tiny_random_model(seed=0)
     generate = transformers_generate_fn(model, tokenizer, temperature=1.0, seed=0)
     trajectory = run_episode(generate, StaticWorldModel(), competition, max_turns=2, max_new_tokens=16,
@@ -164,7 +164,7 @@ def test_smollm2_agent_few_turns(competition):
     pytest.importorskip("torch")
     import transformers
 
-    from wmrl.wm_backends import smollm2_path
+    from wmrl.world_model.backends import smollm2_path
     try:
         path = smollm2_path()
     except FileNotFoundError as err:

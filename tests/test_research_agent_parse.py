@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.research_agent import ACTION_KINDS, Action, clip_response, parse_action, scan_fences, truncate_observation
+from wmrl.adapters.research_agent import (
+    ACTION_KINDS,
+    Action,
+    clip_response,
+    parse_action,
+    scan_fences,
+    truncate_observation,
+)
 
 PIECES = st.sampled_from(["```", "```python\n", "```py\n", "```bash\n", "\n", "<action>request_info</action>",
                           "<action>validate_code</action>", "request_info", "<info_type>metadata</info_type>",

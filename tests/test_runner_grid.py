@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wmrl.runner import cli_reproduce_autoresearch, expand_grid, run_grid, summarize
+from wmrl.autoresearch.runner import cli_reproduce_autoresearch, expand_grid, run_grid, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRED = {"heldout_percentile_mean", "heldout_percentile_std", "per_category", "sandbox_seconds", "wm_seconds",
@@ -16,7 +16,7 @@ REQUIRED = {"heldout_percentile_mean", "heldout_percentile_std", "per_category",
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    from wmrl.suite import build_suite
+    from wmrl.execution.suite import build_suite
     suite = tmp_path_factory.mktemp("suite")
     build_suite(suite, tasks=["breast_cancer"], progress=False)
     iris = str(REPO / "toy/tasks/iris")
@@ -72,7 +72,7 @@ def test_cli_with_a_grid_file(grid, tmp_path, capsys):
 
 
 def test_folder_of_another_configuration_is_refused(grid, tmp_path):
-    from wmrl.runner import RunSpec, execute_run
+    from wmrl.autoresearch.runner import RunSpec, execute_run
     folder = tmp_path / "x" / "wmrl__seed0"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"params": {"method": "wmrl", "seed": 99}}))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.pool import ExecutionPool
-from wmrl.sandbox import IS_ROOT, SandboxLimits, bwrap_works, get_backend
-from wmrl.tasks import build_iris_task, load_task
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import IS_ROOT, SandboxLimits, bwrap_works, get_backend
+from wmrl.execution.tasks import build_iris_task, load_task
 
 LIMITS = SandboxLimits(wall_s=5, memory_mb=512, nproc=48, disk_mb=64, file_mb=32, max_output_mb=4, output_kb=4)
 QUICK = ("import os, shutil\n"

@@ -1,4 +1,4 @@
-"""Unit and property tests of wmrl.sandbox that do not need hostile programs: limits, the output tail, status
+"""Unit and property tests of wmrl.execution.sandbox that do not need hostile programs: limits, the output tail, status
 classification, backend selection, the docker container arguments (checked without a daemon), the CLI."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import wmrl.sandbox as sandbox
-from wmrl.sandbox import (
+import wmrl.execution.sandbox as sandbox
+from wmrl.execution.sandbox import (
     MEMORY_EXIT,
     SYNTAX_EXIT,
     ExecutionRecord,
@@ -29,7 +29,7 @@ from wmrl.sandbox import (
     fetch_submission,
     get_backend,
 )
-from wmrl.tasks import build_iris_task, load_task
+from wmrl.execution.tasks import build_iris_task, load_task
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_record_rejects_unknown_status_and_serialises_nan():
 
 def test_auto_falls_back_to_subprocess_with_a_warning(monkeypatch, caplog):
     monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
-    with caplog.at_level(logging.WARNING, logger="wmrl.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="wmrl.execution.sandbox"):
         backend = get_backend("auto")
     assert backend.name == "subprocess" and "no filesystem isolation" in backend.label
     assert "does NOT isolate" in caplog.text
@@ -174,7 +174,7 @@ def test_cli_run_prints_the_record(task, tmp_path, capsys):
 def test_cli_run_as_a_separate_process(task, tmp_path):
     solution = tmp_path / "solution.py"
     solution.write_text("raise SystemExit('stop here')\n")
-    done = subprocess.run([sys.executable, "-c", "import sys; from wmrl.sandbox import cli_run; sys.exit(cli_run())",
+    done = subprocess.run([sys.executable, "-c", "import sys; from wmrl.execution.sandbox import cli_run; sys.exit(cli_run())",
                            str(task.root), str(solution)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
@@ -190,14 +190,14 @@ def test_a_task_inside_a_runtime_mount_is_refused(tmp_path):
             backend.command(tmp_path, workdir, inside, SandboxLimits(), report_usage=False)
     finally:
         workdir.cleanup()
-    from wmrl.sandbox import _refuse_exposed_task
+    from wmrl.execution.sandbox import _refuse_exposed_task
     with pytest.raises(ValueError, match="overlaps"):
         _refuse_exposed_task(Path("/usr/share/tasks/x/public"), ["/usr"])
     _refuse_exposed_task(tmp_path / "task" / "public", ["/usr", sys.prefix])  # unrelated folders are fine
 
 
 def test_cleanup_stale_runs_only_touches_dead_owners(tmp_path):
-    from wmrl.sandbox import cleanup_stale_runs
+    from wmrl.execution.sandbox import cleanup_stale_runs
     dead, alive, foreign = (tmp_path / f"wmrl-run-{name}" for name in ("dead", "alive", "foreign"))
     for folder in (dead, alive, foreign):
         (folder / "work").mkdir(parents=True)
@@ -212,7 +212,7 @@ def test_bwrap_binds_the_interpreter_after_tmp(tmp_path):
     """A venv that lives under /tmp (a CI clone, say) must not be hidden by the sandbox's own /tmp mount."""
     from types import SimpleNamespace
 
-    from wmrl.sandbox import BwrapBackend, find_bwrap
+    from wmrl.execution.sandbox import BwrapBackend, find_bwrap
     if not find_bwrap():
         pytest.skip("BWRAP NOT AVAILABLE: cannot build its command line")
     backend = BwrapBackend()
@@ -228,7 +228,7 @@ def test_bwrap_binds_the_interpreter_after_tmp(tmp_path):
 
 def test_a_sigkill_at_the_cpu_limit_is_a_timeout():
     """The kernel may SIGKILL at the hard CPU limit before the wall clock fires: that is still a timeout."""
-    from wmrl.sandbox import RawRun, classify
+    from wmrl.execution.sandbox import RawRun, classify
     limits = SandboxLimits(wall_s=5)
     at_limit = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=5.0, cpu_s=5.0, peak_mb=1, stdout_tail="", stderr_tail="")
     early = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=0.5, cpu_s=0.4, peak_mb=1, stdout_tail="", stderr_tail="")

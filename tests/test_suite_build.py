@@ -1,4 +1,4 @@
-"""The AutoResearch task suite (wmrl.suite): registry, split sizes, deterministic and cached builds, atomic
+"""The AutoResearch task suite (wmrl.execution.suite): registry, split sizes, deterministic and cached builds, atomic
 writes, valid boards, the CLI, and (slow) the full suite building and loading."""
 import contextlib
 import hashlib
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import wmrl.suite as suite_module
-from wmrl.grading import get_metric, grade_submission_file
-from wmrl.suite import (
+import wmrl.execution.suite as suite_module
+from wmrl.execution.grading import get_metric, grade_submission_file
+from wmrl.execution.suite import (
     SUITE,
     TaskSpec,
     build_hash,
@@ -27,7 +27,7 @@ from wmrl.suite import (
     suite_split,
     suite_table,
 )
-from wmrl.tasks import Task, load_task
+from wmrl.execution.tasks import Task, load_task
 
 SMALL = ["bank_wages", "hitters"]  # a multiclass and a regression task, each a few seconds to build
 

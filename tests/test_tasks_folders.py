@@ -10,8 +10,8 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes
 from sklearn.model_selection import train_test_split
 
-from wmrl.grading import METRICS, grade_submission_file, leaderboard_position
-from wmrl.tasks import (
+from wmrl.execution.grading import METRICS, grade_submission_file, leaderboard_position
+from wmrl.execution.tasks import (
     REFERENCE_MODELS,
     Task,
     TaskError,

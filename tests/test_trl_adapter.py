@@ -15,9 +15,7 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from wmrl.correction import CorrectionConfig, WMRLCorrector  # noqa: E402
-from wmrl.tasks import load_task  # noqa: E402
-from wmrl.trl_adapter import (  # noqa: E402
+from wmrl.adapters.trl_adapter import (  # noqa: E402
     TRL_SIGNATURES,
     TaskScorer,
     check_trl_contract,
@@ -25,7 +23,9 @@ from wmrl.trl_adapter import (  # noqa: E402
     menu_program,
     tiny_policy,
 )
-from wmrl.wm_static import StaticWorldModel  # noqa: E402
+from wmrl.core.correction import CorrectionConfig, WMRLCorrector  # noqa: E402
+from wmrl.execution.tasks import load_task  # noqa: E402
+from wmrl.world_model.static import StaticWorldModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MENU = ["good_uniform_baseline", "bad_syntax_missing_paren", "bad_imports_not_installed", "good_hard_labels_onehot"]

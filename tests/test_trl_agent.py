@@ -19,9 +19,7 @@ import pytest
 pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 
-from wmrl.correction import WMRLCorrector  # noqa: E402
-from wmrl.grading import STATUSES  # noqa: E402
-from wmrl.train import (  # noqa: E402
+from wmrl.adapters.train import (  # noqa: E402
     build_dataset_rows,
     build_scorer,
     build_tasks,
@@ -29,8 +27,10 @@ from wmrl.train import (  # noqa: E402
     grpo_config,
     load_config,
 )
-from wmrl.trl_adapter import AgentRollout, make_wmrl_trainer_class, tiny_policy  # noqa: E402
-from wmrl.wm_static import StaticWorldModel  # noqa: E402
+from wmrl.adapters.trl_adapter import AgentRollout, make_wmrl_trainer_class, tiny_policy  # noqa: E402
+from wmrl.core.correction import WMRLCorrector  # noqa: E402
+from wmrl.execution.grading import STATUSES  # noqa: E402
+from wmrl.world_model.static import StaticWorldModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TURN_STATUSES = set(STATUSES) | {"request_info", "validate_code", "malformed"}
@@ -145,7 +145,7 @@ def test_observation_tokens_are_in_the_sequence_but_masked(agent_run):
 
 
 def test_rollout_outside_a_wmrl_trainer_is_a_clear_error(tmp_path):
-    from wmrl.mledojo import build_mini_competition, load_competition
+    from wmrl.adapters.mledojo import build_mini_competition, load_competition
     build_mini_competition(tmp_path)
     agent = AgentRollout({"mini": load_competition(tmp_path, "breast-cancer-mini")}, StaticWorldModel())
     with pytest.raises(RuntimeError, match="scorer of a WMRLGRPOTrainer"):
@@ -180,7 +180,7 @@ def test_paper_agent_settings_in_gpu_configs():
 
 
 def test_wmrl_train_cli_runs_the_agent_config(tmp_path):
-    code = "import sys; from wmrl.train import cli_train; sys.exit(cli_train(sys.argv[1:]))"
+    code = "import sys; from wmrl.adapters.train import cli_train; sys.exit(cli_train(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", code, "tiny-cpu-agent", f"output_dir={tmp_path}", "trl.max_steps=1"],
                           capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -196,7 +196,7 @@ def test_wmrl_train_cli_runs_the_agent_config(tmp_path):
 def test_smollm2_agent_trains_two_steps(tmp_path):
     "The real SmolLM2-135M-Instruct writes its own messages (chat template), 2 turns, 2 steps through the trainer."
     pytest.importorskip("gguf")
-    from wmrl.wm_backends import smollm2_path
+    from wmrl.world_model.backends import smollm2_path
     try:
         path = smollm2_path()
     except FileNotFoundError as err:

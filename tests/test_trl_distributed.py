@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("trl")
-from wmrl.trl_adapter import tiny_policy  # noqa: E402
+from wmrl.adapters.trl_adapter import tiny_policy  # noqa: E402
 
 WORKER = Path(__file__).with_name("trl_worker_distributed.py")
 

@@ -16,12 +16,12 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
-from wmrl.correction import CorrectionConfig, WMRLCorrector  # noqa: E402
-from wmrl.tasks import load_task  # noqa: E402
-from wmrl.train import cli_train, dry_run, load_config  # noqa: E402
-from wmrl.trl_adapter import TaskScorer, make_wmrl_trainer_class, menu_program, tiny_policy  # noqa: E402
-from wmrl.wm_backends import HTTPWorldModel, TransformersWorldModel, VLLMWorldModel, get_world_model  # noqa: E402
-from wmrl.wm_static import StaticWorldModel  # noqa: E402
+from wmrl.adapters.train import cli_train, dry_run, load_config  # noqa: E402
+from wmrl.adapters.trl_adapter import TaskScorer, make_wmrl_trainer_class, menu_program, tiny_policy  # noqa: E402
+from wmrl.core.correction import CorrectionConfig, WMRLCorrector  # noqa: E402
+from wmrl.execution.tasks import load_task  # noqa: E402
+from wmrl.world_model.backends import HTTPWorldModel, TransformersWorldModel, VLLMWorldModel, get_world_model  # noqa: E402
+from wmrl.world_model.static import StaticWorldModel  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MENU = ["good_logistic", "bad_syntax_missing_paren", "good_uniform_baseline", "bad_sub_no_write"]
@@ -38,7 +38,7 @@ def home_policy(tmp_path_factory):
 # 1. path expansion --------------------------------------------------------------------------------------------
 def test_model_path_with_tilde_trains(home_policy, tmp_path, monkeypatch):
     "model.path: ~/policy reaches transformers expanded (before: OSError 'Repo id must be ...')."
-    from wmrl.train import run_training
+    from wmrl.adapters.train import run_training
     monkeypatch.setenv("HOME", str(home_policy))
     config = load_config("tiny-cpu", ["model.tiny=false", "model.path=~/policy", "trl.max_steps=1",
                                       f"output_dir={tmp_path}"])
@@ -122,8 +122,8 @@ def test_sequence_mask_would_drop_rows_that_token_truncate_keeps():
 
 # 6. thinking off and the same feedback fields ------------------------------------------------------------------
 def test_world_model_calls_disable_thinking(monkeypatch):
-    from wmrl.tasks import load_task
-    from wmrl.wm_prompts import build_prompts
+    from wmrl.execution.tasks import load_task
+    from wmrl.world_model.prompts import build_prompts
     seen = {}
     fake_vllm(monkeypatch, seen)
     task = load_task(REPO / "toy/tasks/iris")
@@ -133,7 +133,7 @@ def test_world_model_calls_disable_thinking(monkeypatch):
     world_model.generate([prompt])
     assert seen["chat_kwargs"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert HTTPWorldModel(base_url="http://x", model="m").request_body(prompt)["chat_template_kwargs"] == {"enable_thinking": False}
-    model, tokenizer = __import__("wmrl.wm_backends", fromlist=["tiny_random_model"]).tiny_random_model()
+    model, tokenizer = __import__("wmrl.world_model.backends", fromlist=["tiny_random_model"]).tiny_random_model()
     tokenizer.chat_template = ("{% if enable_thinking is defined and not enable_thinking %}NOTHINK {% endif %}"
                                "{% for m in messages %}{{ m['content'] }}{% endfor %}")
     assert TransformersWorldModel(model, tokenizer).render(prompt).startswith("NOTHINK ")
@@ -146,8 +146,8 @@ def feedback_labels(text: str) -> list[str]:
 
 def test_world_model_feedback_has_the_sandbox_fields(tmp_path):
     "Execution time, stdout and both best-score lines appear in predicted feedback as in real feedback."
-    from wmrl.mledojo import KaggleEnv, build_mini_competition, load_competition
-    from wmrl.research_agent import EXAMPLE_MESSAGES, SandboxFeedback, WorldModelFeedback, parse_action
+    from wmrl.adapters.mledojo import KaggleEnv, build_mini_competition, load_competition
+    from wmrl.adapters.research_agent import EXAMPLE_MESSAGES, SandboxFeedback, WorldModelFeedback, parse_action
     build_mini_competition(tmp_path)
     competition = load_competition(tmp_path, "breast-cancer-mini")
     action = parse_action(EXAMPLE_MESSAGES["logistic"].replace("```python\n", "```python\nprint('fitting')\n", 1))
@@ -195,7 +195,7 @@ def test_completions_table_shows_advantages_after_the_multipliers(trained):
 
 
 def test_weighted_log_advantages_replaces_only_the_last_batch():
-    from wmrl.trl_adapter import weighted_log_advantages
+    from wmrl.adapters.trl_adapter import weighted_log_advantages
     logged = collections.deque([1.0, 2.0, 3.0, 4.0], maxlen=6)
     weighted_log_advantages(logged, np.array([30.0, 40.0]))
     assert list(logged) == [1.0, 2.0, 30.0, 40.0] and logged.maxlen == 6
@@ -204,13 +204,13 @@ def test_weighted_log_advantages_replaces_only_the_last_batch():
 # 8. operations -------------------------------------------------------------------------------------------------
 def test_an_exception_inside_execute_is_an_infrastructure_record(monkeypatch):
     "A sandbox that raises gives an ungraded row (None) and a count, not a dead run (before: the exception escaped)."
-    import wmrl.sandbox
+    import wmrl.execution.sandbox
     iris = load_task(REPO / "toy/tasks/iris")
     scorer = TaskScorer({"iris": iris}, StaticWorldModel(), program=lambda text: text)
 
     def broken(*args, **kwargs):
         raise OSError("bwrap: cannot create namespace")
-    monkeypatch.setattr(wmrl.sandbox, "execute", broken)
+    monkeypatch.setattr(wmrl.execution.sandbox, "execute", broken)
     rewards = scorer.execute([{"task_id": "iris", "completion": "print(1)\n"}])
     assert rewards == [None] and scorer.counts["infra_errors"] == 1
     monkeypatch.undo()  # the sandbox works again: the same program is run (an infra failure is not cached)
@@ -236,8 +236,8 @@ def test_the_issue_s_original_settings_do_not_fit(capsys):
 
 def test_a_sandbox_exception_in_an_agent_turn_is_ungraded(tmp_path):
     "The research agent's real feedback: a sandbox that raises gives an infrastructure turn and an ungraded episode."
-    from wmrl.mledojo import build_mini_competition, load_competition
-    from wmrl.research_agent import EXAMPLE_MESSAGES, Episode, SandboxFeedback, parse_action
+    from wmrl.adapters.mledojo import build_mini_competition, load_competition
+    from wmrl.adapters.research_agent import EXAMPLE_MESSAGES, Episode, SandboxFeedback, parse_action
 
     class BrokenEnv:
         def step(self, action, **kwargs):

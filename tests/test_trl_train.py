@@ -1,4 +1,4 @@
-"""`wmrl.train`: strict configs, dry runs of the GPU configs, and the tiny-cpu run end to end on CPU."""
+"""`wmrl.adapters.train`: strict configs, dry runs of the GPU configs, and the tiny-cpu run end to end on CPU."""
 import json
 import math
 import subprocess
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.train import correction_config, load_config
+from wmrl.adapters.train import correction_config, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "reproductions" / "configs"
 
 
 def run_cli(*args, timeout=300):
-    code = "import sys; from wmrl.train import cli_train; sys.exit(cli_train(sys.argv[1:]))"
+    code = "import sys; from wmrl.adapters.train import cli_train; sys.exit(cli_train(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO)
     return done.returncode, done.stdout, done.stderr
@@ -110,8 +110,8 @@ def test_tiny_cpu_trains_end_to_end(tmp_path):
 
 
 def test_mledojo_loader_reads_a_prepared_competition(tmp_path):
-    from wmrl.mledojo import build_mini_competition
-    from wmrl.train import build_dataset_rows, build_tasks
+    from wmrl.adapters.mledojo import build_mini_competition
+    from wmrl.adapters.train import build_dataset_rows, build_tasks
     build_mini_competition(tmp_path)
     config = load_config("tiny-cpu", ["tasks.loader=mledojo", f"tasks.root={tmp_path}", "tasks.paths=[breast-cancer-mini]"])
     tasks = build_tasks(config)

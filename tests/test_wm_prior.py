@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.wm_prior import (
+from wmrl.world_model.prior import (
     ALIASES,
     CATEGORIES,
     CLASS_FAMILY,
@@ -22,8 +22,8 @@ from wmrl.wm_prior import (
     population_positions,
     shrink,
 )
-from wmrl.wm_static import StaticWorldModel, static_verdicts
-from wmrl.wm_verdicts import BUCKET_POSITION
+from wmrl.world_model.static import StaticWorldModel, static_verdicts
+from wmrl.world_model.verdicts import BUCKET_POSITION
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "toy/tasks/iris"
@@ -42,7 +42,7 @@ def shipped():
 @pytest.fixture(scope="module")
 def small_training(tmp_path_factory):
     "Three small training tasks (one per category), built in a temporary suite folder."
-    from wmrl.suite import build_suite
+    from wmrl.execution.suite import build_suite
     return build_suite(tmp_path_factory.mktemp("suite"), tasks=["wine", "diabetes", "titanic"], progress=False)
 
 
@@ -85,7 +85,7 @@ def test_bad_arguments(small_training):
 
 @needs_shipped
 def test_shipped_prior_is_training_only_and_round_trips(shipped):
-    from wmrl.suite import SUITE, suite_split
+    from wmrl.execution.suite import SUITE, suite_split
     training, heldout = suite_split(list(SUITE))
     assert set(shipped.task_names) == set(training) and not set(shipped.task_names) & set(heldout)
     data = json.loads(SHIPPED.read_text())
@@ -94,7 +94,7 @@ def test_shipped_prior_is_training_only_and_round_trips(shipped):
 
 
 def _rehash(data: dict) -> dict:
-    from wmrl.wm_prior import _hash
+    from wmrl.world_model.prior import _hash
     return {**data, "content_hash": _hash({k: v for k, v in data.items() if k != "content_hash"})}
 
 
@@ -157,8 +157,8 @@ def test_cli_refuses_bad_arguments_before_building(tmp_path, capsys):
 
 def _built_training_dir():
     "The tasks_dir setting if every training task is already built there (the CLI test must not build 14 tasks)."
-    from wmrl.settings import get_settings
-    from wmrl.suite import SUITE, _cached, suite_split
+    from wmrl.core.settings import get_settings
+    from wmrl.execution.suite import SUITE, _cached, suite_split
     folder = get_settings().tasks_dir
     names = suite_split(list(SUITE))[0]
     return folder if all(_cached(SUITE[n], folder / n) is not None for n in names) else None

@@ -4,9 +4,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.tasks import load_task
-from wmrl.wm_prompts import build_prompts, installed_versions, number_lines, select_fewshot
-from wmrl.wm_verdicts import CHECKS
+from wmrl.execution.tasks import load_task
+from wmrl.world_model.prompts import build_prompts, installed_versions, number_lines, select_fewshot
+from wmrl.world_model.verdicts import CHECKS
 
 TASK = Path(__file__).resolve().parent.parent / "toy/tasks/iris"
 line_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), max_size=40)

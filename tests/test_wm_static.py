@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.wm_static import StaticWorldModel, static_verdicts
-from wmrl.wm_verdicts import CHECKS, check_for_outcome, error_type_of
+from wmrl.world_model.static import StaticWorldModel, static_verdicts
+from wmrl.world_model.verdicts import CHECKS, check_for_outcome, error_type_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = ROOT / "toy/tasks/iris"

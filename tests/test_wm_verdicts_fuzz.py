@@ -5,7 +5,7 @@ import logging
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.wm_verdicts import (
+from wmrl.world_model.verdicts import (
     BUCKET_POSITION,
     CHECKS,
     FIELD_LIMITS,

@@ -12,10 +12,10 @@ from pathlib import Path
 from datasets import Dataset
 from trl import GRPOConfig
 
-from wmrl.correction import CorrectionConfig, WMRLCorrector
-from wmrl.tasks import load_task
-from wmrl.trl_adapter import TaskScorer, make_wmrl_trainer_class, menu_program
-from wmrl.wm_static import StaticWorldModel
+from wmrl.adapters.trl_adapter import TaskScorer, make_wmrl_trainer_class, menu_program
+from wmrl.core.correction import CorrectionConfig, WMRLCorrector
+from wmrl.execution.tasks import load_task
+from wmrl.world_model.static import StaticWorldModel
 
 REPO = Path(__file__).resolve().parent.parent
 MENU = ["good_uniform_baseline", "bad_syntax_missing_paren", "bad_imports_not_installed", "good_hard_labels_onehot"]

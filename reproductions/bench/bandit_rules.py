@@ -2,7 +2,7 @@
 pairs were pushed and the map refitted) or out of sample (with the map from before them), and the anchor weight's
 EMA started by its first value (the release) or bias-corrected. Every combination runs the same seeds and streams
 (common random numbers), so each rule change is compared seed by seed: final gap J* − J (mean over the last 10%
-of steps) per seed, paired mean difference with a paired-bootstrap 95% CI and t-test p (wmrl.paired).
+of steps) per seed, paired mean difference with a paired-bootstrap 95% CI and t-test p (wmrl.core.paired).
 
     python reproductions/bench/bandit_rules.py [--seeds 32] [--steps 2000] [--noise 0.0 0.5] [--out DIR]
 """
@@ -24,8 +24,8 @@ def main(argv=None) -> int:
     parser.add_argument("--min-pairs", type=int, default=200, help="pairs before the first fit")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    from wmrl.bandit import BanditConfig, final_gap, risky_problem, simulate
-    from wmrl.paired import paired_contrast
+    from wmrl.core.paired import paired_contrast
+    from wmrl.toy.bandit import BanditConfig, final_gap, risky_problem, simulate
     variants = ("mixed_uncorrected", "denoise_only", "wmrl")
     rules = {"release (in-sample s², first-value EMA)": ("in_sample", "official"),
              "out-of-sample s²": ("out_of_sample", "official"),

@@ -19,7 +19,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best and the median are reported")
     args = parser.parse_args(argv)
-    from wmrl.bandit import VARIANTS, BanditConfig, risky_problem, simulate, summarise
+    from wmrl.toy.bandit import VARIANTS, BanditConfig, risky_problem, simulate, summarise
 
     config = BanditConfig(seeds=args.seeds, steps=args.steps)
     problem = risky_problem()

@@ -12,7 +12,7 @@ import platform
 import tempfile
 from pathlib import Path
 
-from wmrl.bench import summarize, time_interleaved
+from wmrl.core.bench import summarize, time_interleaved
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
@@ -31,8 +31,8 @@ def main(argv=None) -> int:
     import numpy as np
     import pandas as pd
 
-    from wmrl.grading import grade_submission_file, leaderboard_position
-    from wmrl.tasks import build_iris_task, load_task
+    from wmrl.execution.grading import grade_submission_file, leaderboard_position
+    from wmrl.execution.tasks import build_iris_task, load_task
 
     iris = load_task(ROOT / "toy" / "tasks" / "iris")
     result = {"benchmark": "grading", "python": platform.python_version(), "cpus": os.cpu_count()}

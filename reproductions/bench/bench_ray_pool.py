@@ -18,10 +18,10 @@ import statistics
 import time
 from pathlib import Path
 
-from wmrl.pool import ExecutionPool
-from wmrl.ray_pool import RayExecutionPool, pack_folder
-from wmrl.sandbox import SandboxLimits
-from wmrl.tasks import load_task
+from wmrl.adapters.ray_pool import RayExecutionPool, pack_folder
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import SandboxLimits
+from wmrl.execution.tasks import load_task
 
 QUICK = ("import os, shutil\n"
          "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])\n")

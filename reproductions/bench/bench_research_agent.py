@@ -12,7 +12,7 @@ import platform
 import tempfile
 from pathlib import Path
 
-from wmrl.bench import summarize, time_interleaved
+from wmrl.core.bench import summarize, time_interleaved
 
 
 def _timed(fn, repeat: int) -> dict:
@@ -24,9 +24,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    from wmrl.mledojo import build_mini_competition, load_competition
-    from wmrl.research_agent import build_messages, parse_action, run_episode, truncate_observation
-    from wmrl.wm_static import StaticWorldModel
+    from wmrl.adapters.mledojo import build_mini_competition, load_competition
+    from wmrl.adapters.research_agent import build_messages, parse_action, run_episode, truncate_observation
+    from wmrl.world_model.static import StaticWorldModel
 
     program = "```python\nimport os\nimport pandas as pd\n" + "x = pd.DataFrame({'a': [1, 2]})\n" * 400 + "```"
     hostile = {size: ("```" * (size // 3)) for size in (10_000, 100_000, 1_000_000)}

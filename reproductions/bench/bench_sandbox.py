@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from wmrl.pool import ExecutionPool
-from wmrl.sandbox import SandboxLimits, get_backend
-from wmrl.tasks import build_iris_task, load_task
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.tasks import build_iris_task, load_task
 
 QUICK = ("import os, shutil\n"
          "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])\n")

@@ -27,10 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from wmrl.pool import ExecutionPool
-from wmrl.sandbox import SandboxLimits, get_backend
-from wmrl.tasks import load_task
-from wmrl.warm import WarmBackend
+from wmrl.execution.pool import ExecutionPool
+from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.tasks import load_task
+from wmrl.execution.warm import WarmBackend
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTIONS = ("good_logistic", "good_random_forest", "good_gradient_boosting", "good_knn")
@@ -38,8 +38,8 @@ BEFORE_COMMIT = "70eeb55"  # the last commit with the un-isolated warm backend
 
 
 def warm_before_module():
-    "The un-isolated warm backend, from git history (it imports today's wmrl.sandbox, which still has what it needs)."
-    source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_COMMIT}:wmrl/warm.py"], check=True,
+    "The un-isolated warm backend, from git history (it imports today's wmrl.execution.sandbox, which still has what it needs)."
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_COMMIT}:wmrl/execution/warm.py"], check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "warm_before.py"
     path.write_text(source)

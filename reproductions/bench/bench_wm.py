@@ -25,8 +25,8 @@ def main(argv=None):
     parser.add_argument("--backend", default=None, help="sandbox backend (default: settings.ini)")
     args = parser.parse_args(argv)
 
-    from wmrl.tasks import load_task
-    from wmrl.wm_static import StaticWorldModel
+    from wmrl.execution.tasks import load_task
+    from wmrl.world_model.static import StaticWorldModel
     task = load_task(args.task)
     codes = [p.read_text() for p in sorted(Path(args.solutions).glob("*.py"))]
     model = StaticWorldModel()
@@ -45,7 +45,7 @@ def main(argv=None):
               "distinct_solutions": len(codes)}
 
     if args.executions > 0:
-        from wmrl.sandbox import execute
+        from wmrl.execution.sandbox import execute
         # time only solutions that finish quickly (not the planted timeouts), one at a time
         quick = [c for c in codes if "while True" not in c and "sleep(" not in c and "range(100000)" not in c][: args.executions]
         started = time.perf_counter()

@@ -1,5 +1,5 @@
 """Paired contrasts of a committed AutoResearch grid from its runs.json (per-seed evaluations), with the paired
-statistics of wmrl.paired: mean difference seed by seed, paired-bootstrap 95% CI, paired t-test p, the paired sd,
+statistics of wmrl.core.paired: mean difference seed by seed, paired-bootstrap 95% CI, paired t-test p, the paired sd,
 and the number of seeds a 2-point effect needs at that sd. Prints one JSON object; --out writes it and a table.
 
     python reproductions/bench/committed_contrasts.py reproductions/results/autoresearch_full/runs.json [--step 10] [--out DIR]
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wmrl.paired import paired_contrast, paired_power, seeds_needed
-from wmrl.runner import CONTRASTS
+from wmrl.autoresearch.runner import CONTRASTS
+from wmrl.core.paired import paired_contrast, paired_power, seeds_needed
 
 
 def main(argv=None) -> int:

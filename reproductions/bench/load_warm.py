@@ -23,10 +23,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from wmrl.pool import ExecutionPool, ledger
-from wmrl.sandbox import SandboxLimits, get_backend
-from wmrl.tasks import build_iris_task, load_task
-from wmrl.warm import WarmBackend
+from wmrl.execution.pool import ExecutionPool, ledger
+from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.warm import WarmBackend
 
 REPO = Path(__file__).resolve().parents[2]
 LIMITS = SandboxLimits(wall_s=30, memory_mb=1024, nproc=48, disk_mb=64, file_mb=32, max_output_mb=4, output_kb=4)

@@ -2,15 +2,15 @@
 
     python reproductions/bench/plan_validation.py [--out reproductions/results/plan_validation/tiny_cpu.json]
 
-For each (micro-batch, sequence, completion tokens, gradient checkpointing) case, `wmrl.plan.measure_step` runs the
+For each (micro-batch, sequence, completion tokens, gradient checkpointing) case, `wmrl.adapters.plan.measure_step` runs the
 step in a fresh subprocess and reads the kernel's peak resident memory over it (VmHWM reset just before the step);
-`wmrl.plan.estimate_step` gives the plan's figure for the same step. Prints one JSON line per case.
+`wmrl.adapters.plan.estimate_step` gives the plan's figure for the same step. Prints one JSON line per case.
 """
 import argparse
 import json
 from pathlib import Path
 
-from wmrl.plan import estimate_step, measure_step
+from wmrl.adapters.plan import estimate_step, measure_step
 
 CASES = [(8, 1024, 512, False), (8, 2048, 1024, False), (4, 2048, 2000, False), (8, 1024, 512, True),
          (16, 512, 256, False), (8, 4096, 512, False), (8, 4096, 512, True), (2, 8192, 4096, True),

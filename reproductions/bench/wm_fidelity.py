@@ -24,9 +24,9 @@ def main(argv=None):
     parser.add_argument("--min-confidence", type=float, default=0.5)
     args = parser.parse_args(argv)
 
-    from wmrl.tasks import load_task
-    from wmrl.wm_backends import get_world_model
-    from wmrl.wm_fidelity import fidelity_report, load_cases
+    from wmrl.execution.tasks import load_task
+    from wmrl.world_model.backends import get_world_model
+    from wmrl.world_model.fidelity import fidelity_report, load_cases
     task = load_task(args.task)
     kwargs = {"min_confidence": args.min_confidence}
     if args.backend != "static" and args.model: kwargs["model"] = args.model

@@ -1,7 +1,7 @@
 """Error anatomy of each world model on the AutoResearch suite's fidelity cases (issue 12): which share of the squared
 error is a per-task offset, a monotone distortion (fitted leave one task out), blind spots, false alarms, ranking
 noise among working programs, or a wrong failure rung. Reads the cases that wm_fidelity_suite.py executed for real
-(cases.csv: real reward and each prior's prediction per program), applies the positive controls of wmrl.wm_controls
+(cases.csv: real reward and each prior's prediction per program), applies the positive controls of wmrl.world_model.controls
 to the fitted static world model's prediction (no execution), and writes anatomy.json, anatomy.md and anatomy.png.
 
 Usage: python reproductions/bench/wm_fidelity_anatomy.py [--cases reproductions/results/wm_fidelity_suite/cases.csv]
@@ -22,8 +22,8 @@ LABELS = {"offset": "offset (centring removes it)", "monotone": "monotone shape 
 
 def anatomies(frame, bias: float, sigma: float) -> dict:
     "world model name -> error_anatomy on the cases (the controls transform the fitted prior's prediction)."
-    from wmrl.wm_controls import ControlledWorldModel
-    from wmrl.wm_fidelity import error_anatomy
+    from wmrl.world_model.controls import ControlledWorldModel
+    from wmrl.world_model.fidelity import error_anatomy
     real_ok = (frame["real_status"] == "ok").to_numpy()
     tasks, real = frame["task"].to_numpy(), frame["real_reward"].to_numpy(float)
     keys = [f"{t}:{i}" for i, t in enumerate(tasks)]
@@ -51,7 +51,7 @@ def markdown(results: dict) -> str:
     return ("# Error anatomy of each world model on the suite's fidelity cases\n\n"
             f"{next(iter(results.values()))['n']} programs on 27 tasks, executed for real (cases.csv). Shares of the "
             "mean squared error between predicted and real reward; they add up to 100%. Case counts (fitted prior): "
-            f"{counts}. Controls transform the fitted static world model's score (wmrl.wm_controls) and keep its "
+            f"{counts}. Controls transform the fitted static world model's score (wmrl.world_model.controls) and keep its "
             "statuses, so their blind spots and false alarms are the same cases. Command: `python "
             "reproductions/bench/wm_fidelity_anatomy.py`.\n\n" + "\n".join(lines) + "\n")
 

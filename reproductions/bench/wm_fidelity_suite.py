@@ -3,10 +3,10 @@
 Usage: python reproductions/bench/wm_fidelity_suite.py [--out DIR] [--policy 3] [--clean 2] [--planted 1]
            [--tasks-dir DIR] [--prior toy/suite/quality_prior.json] [--cache FILE] [--workers 2] [--execute-only]
 
-Samples programs for every suite task (training and held-out) from the agent's initial policy (`wmrl.agent`):
+Samples programs for every suite task (training and held-out) from the agent's initial policy (`wmrl.autoresearch.agent`):
 `--policy` raw samples (the policy plants mistakes in about two programs of three), `--clean` samples with every
 planted mistake repaired, and `--planted` clean samples with exactly one planted mistake (cycling through
-`wmrl.agent.MISTAKES`). Each program is executed for real (`wmrl.pool.ExecutionPool`, the task's own limits,
+`wmrl.autoresearch.agent.MISTAKES`). Each program is executed for real (`wmrl.execution.pool.ExecutionPool`, the task's own limits,
 cached in an `ExecutionCache` file so reruns are cheap) and predicted by `StaticWorldModel()` (hand prior) and
 `StaticWorldModel(quality_prior=FittedQualityPrior)`. Prints one JSON object and writes fidelity.json,
 fidelity.md, fidelity.png and cases.csv under --out, then the error anatomy of each world model (anatomy.json, .md,
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def repaired(program):
     "The program with every planted mistake replaced by the clean default of its slot."
-    from wmrl.agent import MISTAKE_VALUES, SLOTS, Program
+    from wmrl.autoresearch.agent import MISTAKE_VALUES, SLOTS, Program
     default = Program()
     return Program(**{s: (getattr(default, s) if (s, getattr(program, s)) in MISTAKE_VALUES else getattr(program, s)) for s in SLOTS})
 
@@ -35,7 +35,7 @@ def sample_programs(tasks, n_policy: int, n_clean: int, n_planted: int, seed: in
     "Rows (task, kind, planted mistake or '', Program), deterministic in (task order, seed)."
     import numpy as np
 
-    from wmrl.agent import MISTAKES, ProgramPolicy, task_features, with_mistake
+    from wmrl.autoresearch.agent import MISTAKES, ProgramPolicy, task_features, with_mistake
     policy = ProgramPolicy()
     names = list(MISTAKES)
     rows = []
@@ -53,8 +53,8 @@ def sample_programs(tasks, n_policy: int, n_clean: int, n_planted: int, seed: in
 
 def execute_all(jobs, cache_path: Path, workers: int, backend):
     "Real records for (task, code) jobs, through the execution cache."
-    from wmrl.ledger import ExecutionCache, execute_cached
-    from wmrl.pool import ExecutionPool
+    from wmrl.autoresearch.ledger import ExecutionCache, execute_cached
+    from wmrl.execution.pool import ExecutionPool
     cache = ExecutionCache(cache_path)
     with ExecutionPool(backend, max_workers=workers) as pool:
         records, charges = execute_cached(jobs, lambda batch: pool.map(batch, desc="executing"), cache)
@@ -92,7 +92,7 @@ def summarise(frame, cases, predictions) -> dict:
     "Every number for one world model on the rows of `frame` (a DataFrame aligned with cases/predictions)."
     import numpy as np
 
-    from wmrl.wm_fidelity import check_table, reliability, status_confusion, within_group_spearman
+    from wmrl.world_model.fidelity import check_table, reliability, status_confusion, within_group_spearman
     real = frame["real_reward"].to_numpy(float)
     pred = frame["pred_reward"].to_numpy(float)
     real_ok = (frame["real_status"] == "ok").to_numpy()
@@ -132,7 +132,7 @@ def rule_table(frame) -> list:
 
 def planted_table(frame) -> list:
     "Per planted mistake: programs, how many really failed the planted way, and how many the world model flagged."
-    from wmrl.agent import MISTAKES
+    from wmrl.autoresearch.agent import MISTAKES
     rows = []
     for name, group in frame[frame["kind"] == "planted"].groupby("planted"):
         mistake = MISTAKES[name]
@@ -164,9 +164,9 @@ def main(argv=None):
     import numpy as np
     import pandas as pd
 
-    from wmrl.agent import render
-    from wmrl.settings import get_settings
-    from wmrl.suite import build_suite, suite_split
+    from wmrl.autoresearch.agent import render
+    from wmrl.core.settings import get_settings
+    from wmrl.execution.suite import build_suite, suite_split
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else get_settings().tasks_dir
     tasks = build_suite(tasks_dir, progress=False)
     training, heldout = suite_split(tasks)
@@ -180,9 +180,9 @@ def main(argv=None):
         print(json.dumps({"executed": len(jobs) - cached, "cached": cached, "wall_s": round(execution_wall, 1)}))
         return 0
 
-    from wmrl.wm_fidelity import Case
-    from wmrl.wm_prior import FittedQualityPrior
-    from wmrl.wm_static import StaticWorldModel
+    from wmrl.world_model.fidelity import Case
+    from wmrl.world_model.prior import FittedQualityPrior
+    from wmrl.world_model.static import StaticWorldModel
     prior = FittedQualityPrior.load(args.prior)
     if held_in := sorted(set(prior.task_names) & {t.name for t in heldout}):
         raise SystemExit(f"the prior was fitted on held-out tasks {held_in}: refusing to report its fidelity")
@@ -315,7 +315,7 @@ def figure(frames: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from wmrl.wm_fidelity import reliability
+    from wmrl.world_model.fidelity import reliability
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     colours = {"hand": "tab:gray", "fitted": "tab:blue", "fitted_family_only": "tab:orange"}
     for label, frame in frames.items():
