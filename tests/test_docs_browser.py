@@ -66,6 +66,6 @@ def test_notebook_opens_with_its_kernel_and_no_dialog():
             page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=90_000)  # its kernel runs
             dialogs = page.locator(".jp-Dialog")
             assert dialogs.count() == 0, f"a dialog opened: {dialogs.first.inner_text()[:200]}"
-            page.screenshot(path=str(shots_dir(root) / "lab_030_debias_opened.png"))
+            page.screenshot(path=str(shots_dir(root) / "lab_130_debias_opened.png"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
