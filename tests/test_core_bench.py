@@ -1,4 +1,4 @@
-"""Tests for wmrl.core.bench: the pure-Python bucketed baseline agrees with wmrl.core.debias's numpy version, the timer
+"""Tests for wmrl.core.bench: the pure-Python bucketed baseline agrees with wmrl.core.isotonic's numpy version, the timer
 helpers, and the one-JSON-object command line. No test checks a timing value (machine and load dependent)."""
 
 import contextlib
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import wmrl.core.bench as bench
 from wmrl.core.bench import bucketed_isotonic_fit_python, cli_bench_core, summarize, time_interleaved
-from wmrl.core.debias import bucketed_isotonic_fit
+from wmrl.core.isotonic import bucketed_isotonic_fit
 
 EDGES = sorted({float(v) for bins in range(2, 21) for v in np.linspace(0.0, 1.0, bins + 1)})
 score = st.one_of(st.floats(0.0, 1.0, allow_nan=False), st.sampled_from(EDGES))  # bin edges hit on purpose

@@ -1,4 +1,4 @@
-"""Property tests for wmrl.core.debias (Online Debiasing): the exact isotonic fit, the map, and the online debiaser."""
+"""Property tests for wmrl.core.isotonic and wmrl.core.debias (Online Debiasing): the exact isotonic fit, the map, and the online debiaser."""
 
 import itertools
 import json
@@ -8,15 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.core.debias import (
-    IsotonicMap,
-    OnlineDebiaser,
-    PairWindow,
-    blend_maps,
-    bucketed_isotonic_fit,
-    isotonic_fit,
-    pav_reference,
-)
+from wmrl.core.debias import OnlineDebiaser, PairWindow, blend_maps
+from wmrl.core.isotonic import IsotonicMap, bucketed_isotonic_fit, isotonic_fit, pav_reference
 
 unit = st.floats(0.0, 1.0, allow_nan=False)
 ladder = st.sampled_from([0.0, 0.1, 0.2, 0.5, 0.625, 0.75, 0.875, 1.0])  # heavily tied, like the reward ladder

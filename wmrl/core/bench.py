@@ -19,7 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .correction import CorrectionConfig, WMRLCorrector
-from .debias import OnlineDebiaser, bucketed_isotonic_fit, isotonic_fit
+from .debias import OnlineDebiaser
+from .isotonic import bucketed_isotonic_fit, isotonic_fit
 
 # %% auto #0
 __all__ = ['time_calls', 'time_interleaved', 'summarize', 'synthetic_rewards', 'time_correction_step',

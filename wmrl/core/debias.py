@@ -12,190 +12,10 @@ import math
 import numpy as np
 from scipy.optimize import isotonic_regression
 
+from .isotonic import IsotonicMap, as_score_range, check_pairs, fit_checked_pairs, isotonic_fit
+
 # %% auto #0
-__all__ = ['pav_reference', 'IsotonicMap', 'isotonic_fit', 'bucketed_isotonic_fit', 'blend_maps', 'PairWindow', 'OnlineDebiaser']
-
-# %% ../../nbs/130_debias.ipynb #51f41fa6
-def pav_reference(y, weights=None) -> np.ndarray:
-    "Teaching cell: pure-Python pool-adjacent-violators; the non-decreasing least-squares fit of `y` (already in x order)."
-    values = [float(v) for v in y]  # (n,) responses, sorted by x
-    masses = [1.0] * len(values) if weights is None else [float(w) for w in weights]  # (n,) positive weights
-    if len(masses) != len(values):
-        raise ValueError(f"y has {len(values)} values but weights has {len(masses)}")
-    if any(not m > 0 for m in masses):
-        raise ValueError("weights must be positive")
-    blocks = []  # each block: [weighted mean, total weight, number of points]
-    for value, mass in zip(values, masses):
-        blocks.append([value, mass, 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:  # a violator: pool the last two blocks
-            right = blocks.pop()
-            left = blocks[-1]
-            total = left[1] + right[1]
-            left[0] = (left[0] * left[1] + right[0] * right[1]) / total
-            left[1] = total
-            left[2] += right[2]
-    return np.array([mean for mean, _, count in blocks for _ in range(count)], dtype=float)
-
-# %% ../../nbs/130_debias.ipynb #7cb81485
-def _as_range(score_range) -> tuple[float, float]:
-    "Validate a (low, high) score range."
-    try:
-        low, high = (float(v) for v in score_range)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"score_range must be a pair of numbers, got {score_range!r}") from err
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"score_range must be finite with low < high, got {score_range!r}")
-    return low, high
-
-# %% ../../nbs/130_debias.ipynb #d3c4205a
-def _interpolate_monotone(values: np.ndarray, knots_x: np.ndarray, knots_y: np.ndarray) -> np.ndarray:
-    "As np.interp (linear between knots, flat outside), but never outside [y_j, y_{j+1}]: monotone in floating point."
-    # np.interp computes y_j + slope·(x − x_j), which can round an ulp above y_{j+1} just left of knot j+1 and so
-    # reorder two close scores. One binary search finds j; capping into [y_j, y_{j+1}] makes the map exactly
-    # monotone, at about 1.4 times the cost of np.interp alone (interp and a separate search: 2 times).
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        slopes = np.diff(knots_y) / np.diff(knots_x)  # (k-1,)
-    if len(knots_x) == 1 or not np.isfinite(slopes).all():  # one knot, or knots too close for a float slope
-        mapped = np.interp(values, knots_x, knots_y)
-        next_knot = np.minimum(np.searchsorted(knots_x, values), len(knots_x) - 1)
-        return np.minimum(mapped, knots_y[next_knot], out=mapped)
-    mapped = np.clip(values, knots_x[0], knots_x[-1])  # flat beyond the end knots; NaN stays NaN
-    upper = np.searchsorted(knots_x, mapped, side="right")  # x lies in [x_{upper-1}, x_upper)
-    np.clip(upper, 1, len(knots_x) - 1, out=upper)
-    lower = upper - 1
-    mapped -= knots_x[lower]
-    mapped *= slopes[lower]
-    mapped += knots_y[lower]
-    return np.clip(mapped, knots_y[lower], knots_y[upper], out=mapped)
-
-# %% ../../nbs/130_debias.ipynb #4365ddae
-class IsotonicMap:
-    "A monotone calibration map: linear between knots, flat outside them, clipped into `score_range`."
-    def __init__(self, knots_x, knots_y, score_range=(0.0, 1.0)):
-        self.score_range = _as_range(score_range)
-        self.knots_x = np.array(knots_x, dtype=float).reshape(-1)  # (k,) strictly increasing
-        self.knots_y = np.array(knots_y, dtype=float).reshape(-1)  # (k,) non-decreasing
-        if len(self.knots_x) == 0 or len(self.knots_x) != len(self.knots_y):
-            raise ValueError(f"need the same non-zero number of knots, got {len(self.knots_x)} x and {len(self.knots_y)} y")
-        if not (np.isfinite(self.knots_x).all() and np.isfinite(self.knots_y).all()):
-            raise ValueError("knots must be finite")
-        if np.any(np.diff(self.knots_x) <= 0):
-            raise ValueError("knots_x must be strictly increasing")
-        if np.any(np.diff(self.knots_y) < 0):
-            raise ValueError("knots_y must be non-decreasing")
-
-    def __call__(self, scores) -> np.ndarray:
-        "Map scores (any shape; NaN stays NaN, meaning 'no prediction'); exactly non-decreasing, even in round-off."
-        values = np.asarray(scores, dtype=float)
-        if values.ndim == 0:
-            return self(values.reshape(1))[0]  # a scalar score gives a numpy scalar
-        mapped = _interpolate_monotone(values, self.knots_x, self.knots_y)  # a new array
-        return np.clip(mapped, *self.score_range, out=mapped)  # in place: no further array of len(scores)
-
-    @classmethod
-    def _trusted(cls, knots_x: np.ndarray, knots_y: np.ndarray, score_range: tuple[float, float]) -> IsotonicMap:
-        "Skip the checks, for knots a fit just produced (already valid float arrays): saves time on every refit."
-        fitted_map = cls.__new__(cls)
-        fitted_map.knots_x, fitted_map.knots_y, fitted_map.score_range = knots_x, knots_y, score_range
-        return fitted_map
-
-    @classmethod
-    def identity(cls, score_range=(0.0, 1.0)) -> IsotonicMap:
-        "The map f(s) = s on `score_range` (what an uncalibrated debiaser applies)."
-        low, high = _as_range(score_range)
-        return cls([low, high], [low, high], (low, high))
-
-    def to_dict(self) -> dict:
-        "JSON-serialisable form (Python floats round-trip exactly through `json`)."
-        return {"knots_x": self.knots_x.tolist(), "knots_y": self.knots_y.tolist(),
-                "score_range": list(self.score_range)}
-
-    @classmethod
-    def from_dict(cls, state: dict) -> IsotonicMap:
-        return cls(state["knots_x"], state["knots_y"], state["score_range"])
-
-    def __repr__(self):
-        return f"IsotonicMap({len(self.knots_x)} knots, score_range={self.score_range})"
-
-# %% ../../nbs/130_debias.ipynb #6e79bc12
-def _check_pairs(x, y, weights, score_range, tolerance: float = 1e-9):
-    "Validate (x, y[, weights]) pairs: same length, finite, inside the range; float arrays (clipped), w None if unweighted."
-    x = np.asarray(x, dtype=float).reshape(-1)  # (n,) predicted scores
-    y = np.asarray(y, dtype=float).reshape(-1)  # (n,) real scores
-    if len(x) != len(y):
-        raise ValueError(f"predicted has {len(x)} values but real has {len(y)}")
-    if len(x) == 0:
-        return x, y, None if weights is None else np.asarray(weights, dtype=float).reshape(-1)
-    extremes = {"predicted": (x.min(), x.max()), "real": (y.min(), y.max())}  # NaN or ±inf shows in min or max
-    if not all(math.isfinite(value) for pair in extremes.values() for value in pair):
-        raise ValueError("pairs contain NaN or inf")
-    low, high = score_range
-    for name, (smallest, largest) in extremes.items():
-        if smallest < low - tolerance or largest > high + tolerance:
-            raise ValueError(f"{name} scores outside score_range {score_range}: [{smallest}, {largest}]")
-    if extremes["predicted"][0] < low or extremes["predicted"][1] > high:
-        x = np.clip(x, low, high)  # only within the tolerance: round-off
-    if extremes["real"][0] < low or extremes["real"][1] > high:
-        y = np.clip(y, low, high)
-    if weights is None:
-        w = None
-    else:
-        w = np.asarray(weights, dtype=float).reshape(-1)  # (n,) positive weights
-        if len(w) != len(x):
-            raise ValueError(f"weights has {len(w)} values but there are {len(x)} pairs")
-        if not (np.isfinite(w).all() and (w > 0).all()):
-            raise ValueError("weights must be finite and positive")
-    return x, y, w
-
-# %% ../../nbs/130_debias.ipynb #4b0abef9
-def _drop_flat_interior(knots_x: np.ndarray, knots_y: np.ndarray):
-    "Keep only the two ends of each run of equal knots_y: the piecewise-linear map is unchanged."
-    if len(knots_y) <= 2:
-        return knots_x, knots_y
-    equal_to_next = knots_y[1:] == knots_y[:-1]  # (k-1,) knot i equals knot i+1
-    keep = np.ones(len(knots_y), dtype=bool)  # the two end knots always stay
-    keep[1:-1] = ~(equal_to_next[:-1] & equal_to_next[1:])  # an interior knot equal to both neighbours goes
-    return knots_x[keep], knots_y[keep]
-
-def _fit_checked(x: np.ndarray, y: np.ndarray, w: np.ndarray | None, score_range: tuple[float, float]):
-    "The fit proper on checked pairs (w None: unit weights): (map, fitted value per distinct x, index of each pair)."
-    unique_x, position = np.unique(x, return_inverse=True)  # sorted distinct predicted scores
-    pooled_w = np.bincount(position, weights=w).astype(float)  # (u,) total weight per distinct x
-    pooled_y = np.bincount(position, weights=y if w is None else w * y) / pooled_w  # (u,) weighted mean of y
-    fitted = isotonic_regression(pooled_y, weights=pooled_w, increasing=True).x
-    fitted = np.maximum.accumulate(np.clip(fitted, *score_range))  # guard against float round-off
-    knots_x, knots_y = _drop_flat_interior(unique_x, fitted)
-    return IsotonicMap._trusted(knots_x, knots_y, score_range), fitted, position
-
-def isotonic_fit(x, y, weights=None, score_range=(0.0, 1.0)) -> IsotonicMap:
-    "Exact weighted least-squares non-decreasing fit of `y` on `x` (eq. 1), as an `IsotonicMap`."
-    score_range = _as_range(score_range)
-    x, y, w = _check_pairs(x, y, weights, score_range)
-    if len(x) == 0:
-        raise ValueError("isotonic_fit needs at least one pair")
-    return _fit_checked(x, y, w, score_range)[0]
-
-# %% ../../nbs/130_debias.ipynb #752c6a4a
-def bucketed_isotonic_fit(x, y, bins: int = 10) -> IsotonicMap | None:
-    "The official release's fit: PAV over equal-width-bin means on [0, 1]; None if < 2 bins are populated."
-    if not isinstance(bins, int) or bins < 2:
-        raise ValueError(f"bins must be an integer >= 2, got {bins!r}")
-    x, y, _ = _check_pairs(x, y, None, (0.0, 1.0))
-    if len(x) < 2:
-        return None
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    bin_index = np.clip(np.digitize(x, edges[1:-1]), 0, bins - 1)
-    centroids, means, counts = [], [], []
-    for b in range(bins):  # pure-Python loops, as in the release
-        members = bin_index == b
-        if members.any():
-            centroids.append(float(x[members].mean()))
-            means.append(float(y[members].mean()))
-            counts.append(float(members.sum()))
-    if len(centroids) < 2:
-        return None
-    pooled = pav_reference(means, counts)
-    return IsotonicMap(centroids, pooled, (0.0, 1.0))
+__all__ = ['blend_maps', 'PairWindow', 'OnlineDebiaser']
 
 # %% ../../nbs/130_debias.ipynb #de6c7831
 def blend_maps(first: IsotonicMap, second: IsotonicMap, first_share: float) -> IsotonicMap:
@@ -306,7 +126,7 @@ class OnlineDebiaser:
         if not category_prior_pairs >= 0:
             raise ValueError("category_prior_pairs must be >= 0")
         self.min_pairs, self.refit_every, self.window = int(min_pairs), int(refit_every), int(window)
-        self.score_range = _as_range(score_range)
+        self.score_range = as_score_range(score_range)
         self.per_category, self.category_prior_pairs = bool(per_category), float(category_prior_pairs)
         self.min_distinct = int(min_distinct)  # distinct predicted values a fit needs (1: the pre-fix behaviour)
         self._window = PairWindow(self.window)  # the most recent pairs, oldest first
@@ -317,7 +137,7 @@ class OnlineDebiaser:
 # %% ../../nbs/130_debias.ipynb #2df6daa1
 def _push(self: OnlineDebiaser, predicted, real, categories=None) -> bool:
     "Add anchor pairs (arrays); refit if >= min_pairs pairs and >= refit_every new ones. True if it refitted."
-    x, y, _ = _check_pairs(np.atleast_1d(predicted), np.atleast_1d(real), None, self.score_range)
+    x, y, _ = check_pairs(np.atleast_1d(predicted), np.atleast_1d(real), None, self.score_range)
     self._window.append(x, y, _as_categories(categories, len(x)))  # labels checked even when unused
     self._since_fit += len(x)
     self._n_seen += len(x)
@@ -336,7 +156,7 @@ def _refit(self: OnlineDebiaser) -> bool:
         raise ValueError("no pairs to fit")
     if np.unique(x).size < self.min_distinct:
         return False
-    self._global, fitted, position = _fit_checked(x, y, None, self.score_range)
+    self._global, fitted, position = fit_checked_pairs(x, y, None, self.score_range)
     calibrated = fitted[position]  # the global map at each pair, from the fit itself
     self._category_maps = {}
     if self.per_category:

@@ -98,7 +98,7 @@ def status_confusion(cases: Sequence[Case], predictions: Sequence[Prediction]) -
 
 def cross_fitted_calibration(predicted, real, folds: int = 5, seed: int = 0) -> np.ndarray:
     "Isotonic-calibrated predictions, each fitted on the other folds (so the reliability 'after' is not in-sample)."
-    from wmrl.core.debias import isotonic_fit
+    from wmrl.core.isotonic import isotonic_fit
     predicted, real = np.asarray(predicted, float), np.asarray(real, float)
     if predicted.shape != real.shape: raise ValueError(f"shapes differ: {predicted.shape} vs {real.shape}")
     fold = np.random.default_rng(seed).permutation(len(predicted)) % max(2, folds)
@@ -177,7 +177,7 @@ def _task_centred(values: np.ndarray, tasks: np.ndarray) -> np.ndarray:
 
 def _loto_calibrated(predicted: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> np.ndarray:
     "f_{-t}(p) for each case: an isotonic map fitted on every other task's pairs (identity if they have < 2 values)."
-    from wmrl.core.debias import isotonic_fit
+    from wmrl.core.isotonic import isotonic_fit
     out = predicted.copy()
     for task in np.unique(tasks):
         rest = tasks != task
@@ -187,7 +187,7 @@ def _loto_calibrated(predicted: np.ndarray, real: np.ndarray, tasks: np.ndarray)
 
 def error_anatomy(tasks, predicted, real, predicted_ok, real_ok) -> dict:
     "Shares of the squared error: offset, monotone (leave one task out), blind spots, false alarms, ranking, rung."
-    from wmrl.core.debias import isotonic_fit
+    from wmrl.core.isotonic import isotonic_fit
     tasks, p, r = np.asarray(tasks), np.asarray(predicted, float), np.asarray(real, float)
     p_ok, r_ok = np.asarray(predicted_ok, bool), np.asarray(real_ok, bool)
     total = float(np.mean((p - r) ** 2))
