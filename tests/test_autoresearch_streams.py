@@ -7,7 +7,7 @@ import pytest
 
 from wmrl.autoresearch.agent import ProgramPolicy
 from wmrl.autoresearch.loop import AutoResearchConfig, AutoResearchRun, sample_groups, step_tasks
-from wmrl.core.correction import METHOD_SPECS, METHODS
+from wmrl.core.methods import METHOD_SPECS, METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 ANCHOR_METHODS = [m for m in METHODS if METHOD_SPECS[m].executes == "anchors"]
@@ -40,7 +40,7 @@ def test_anchor_methods_share_tasks_and_anchor_groups(seed):
 
 
 def test_same_seed_same_programs_at_equal_parameters():
-    from wmrl.autoresearch.agent import task_features
+    from wmrl.autoresearch.programs import task_features
     from wmrl.execution.tasks import load_task
     iris = load_task(REPO / "toy/tasks/iris")
     phi = [task_features(iris)]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from wmrl.core.advantages import group_advantages
-from wmrl.core.isotonic import bucketed_isotonic_fit, pav_reference
 from wmrl.core.denoise import AnchorWeighter, group_disagreement
+from wmrl.core.isotonic import bucketed_isotonic_fit, pav_reference
 from wmrl.toy.bandit import (
     BanditConfig,
     BatchCalibrator,

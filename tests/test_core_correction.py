@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wmrl.core.advantages import group_advantages
-from wmrl.core.correction import METHODS, CorrectionConfig, WMRLCorrector, within_group_residual
+from wmrl.core.correction import CorrectionConfig, WMRLCorrector
+from wmrl.core.methods import METHODS
+from wmrl.core.rows import within_group_residual
 
 N_TASKS, GROUP = 20, 6
 KEYS = [f"task-{i}" for i in range(N_TASKS)]

@@ -13,37 +13,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .advantages import SCALES, advantages_from_codes, as_reward_array, factorize_groups
+from .advantages import advantages_from_codes, factorize_groups
 from .anchors import AnchorScheduler, adaptive_anchor_fraction, budgeted_anchor_count
 from .debias import OnlineDebiaser
-from .denoise import WEIGHT_SCALES, AnchorWeighter, ExponentialAverage, InverseVarianceFusion
+from .denoise import AnchorWeighter, ExponentialAverage, InverseVarianceFusion
+from .methods import METHOD_SPECS, validate_config
+from .rows import disagreement_per_group, read_categories, read_scores, within_group_residual
 
 # %% auto #0
-__all__ = ['METHOD_SPECS', 'S2_RULES', 'METHODS', 'DENOISERS', 'MethodSpec', 'CorrectionConfig', 'CorrectionResult',
-           'within_group_residual', 'WMRLCorrector', 'disagreement_per_group']
-
-# %% ../../nbs/150_correction.ipynb #0bfd4deb
-@dataclass(frozen=True)
-class MethodSpec:
-    "What one method does with the two reward streams."
-    executes: str  # "all" groups, "none", the scheduler's "anchors", or "adaptive" anchors (rho_t from s²)
-    debias: bool  # calibrate world-model rewards with the isotonic map
-    denoise: bool  # weight rows by the disagreement estimate
-    train_world_model_rows: bool  # False: world-model rows get multiplier 0
-
-METHOD_SPECS = {
-    "grpo_real": MethodSpec("all", debias=False, denoise=False, train_world_model_rows=True),
-    "pure_wm": MethodSpec("none", debias=False, denoise=False, train_world_model_rows=True),
-    "mixed_uncorrected": MethodSpec("anchors", debias=False, denoise=False, train_world_model_rows=True),
-    "debias_only": MethodSpec("anchors", debias=True, denoise=False, train_world_model_rows=True),
-    "denoise_only": MethodSpec("anchors", debias=False, denoise=True, train_world_model_rows=True),
-    "wmrl": MethodSpec("anchors", debias=True, denoise=True, train_world_model_rows=True),
-    "anchors_only": MethodSpec("anchors", debias=False, denoise=False, train_world_model_rows=False),
-    "wmrl_adaptive": MethodSpec("adaptive", debias=True, denoise=True, train_world_model_rows=True),  # beyond the paper
-}
-S2_RULES = ("out_of_sample", "in_sample")
-METHODS = tuple(METHOD_SPECS)
-DENOISERS = ("anchor_weight", "fusion")
+__all__ = ['CorrectionConfig', 'CorrectionResult', 'WMRLCorrector']
 
 # %% ../../nbs/150_correction.ipynb #8f18e391
 @dataclass(frozen=True)
@@ -78,7 +56,7 @@ class CorrectionConfig:
     adaptive_steps: int | None = None  # wmrl_adaptive: planned steps (the budget reserves k_min for each)
 
     def __post_init__(self):
-        _validate_config(self)
+        validate_config(self)
 
     def to_dict(self) -> dict:
         "JSON-ready dict."
@@ -92,47 +70,6 @@ class CorrectionConfig:
             from wmrl.core.settings import did_you_mean
             raise ValueError(f"unknown CorrectionConfig keys: {sorted(unknown)}{did_you_mean(unknown, cls.__dataclass_fields__)}")
         return cls(**values)
-
-# %% ../../nbs/150_correction.ipynb #a6e4df56
-def _validate_config(config: CorrectionConfig) -> None:
-    "Clear errors for impossible settings; score_range is normalised to a float tuple."
-    if config.method not in METHODS:
-        raise ValueError(f"unknown method {config.method!r}; expected one of {METHODS}")
-    for name, value, allowed in (("s2_rule", config.s2_rule, S2_RULES), ("weight_scale", config.weight_scale, WEIGHT_SCALES)):
-        if value not in allowed:
-            raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
-    if config.min_distinct < 1 or not 0.0 < config.adaptive_rho_max <= 1.0 or not config.adaptive_s2_ref > 0:
-        raise ValueError("need min_distinct >= 1, 0 < adaptive_rho_max <= 1 and adaptive_s2_ref > 0")
-    if config.adaptive_budget is not None and (config.adaptive_steps is None or
-                                               config.adaptive_budget < config.min_anchor_groups * config.adaptive_steps):
-        raise ValueError(f"adaptive_budget {config.adaptive_budget} needs adaptive_steps and at least "
-                         f"min_anchor_groups per step ({config.min_anchor_groups} x {config.adaptive_steps})")
-    if config.denoise not in DENOISERS:
-        raise ValueError(f"unknown denoise {config.denoise!r}; expected one of {DENOISERS}")
-    if config.scale not in SCALES:
-        raise ValueError(f"unknown scale {config.scale!r}; expected one of {SCALES}")
-    if not 0.0 <= config.anchor_fraction <= 1.0:
-        raise ValueError(f"anchor_fraction must be in [0, 1], got {config.anchor_fraction}")
-    try:
-        low, high = (float(v) for v in config.score_range)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"score_range must be two numbers, got {config.score_range!r}") from err
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"score_range must be finite with low < high, got {config.score_range!r}")
-    object.__setattr__(config, "score_range", (low, high))
-    positive = {"eps": config.eps, "half_life": config.half_life, "min_pairs": config.min_pairs,
-                "refit_every": config.refit_every, "window": config.window, "min_graded": config.min_graded}
-    for name, value in positive.items():
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
-    if config.min_anchor_groups < 0:
-        raise ValueError(f"min_anchor_groups must be >= 0, got {config.min_anchor_groups}")
-    if config.warmup < 1:
-        raise ValueError(f"warmup must be >= 1 anchor group, got {config.warmup}")
-    if config.max_concurrent is not None and config.max_concurrent < 0:
-        raise ValueError(f"max_concurrent must be None or >= 0, got {config.max_concurrent}")
-    if not 1.0 <= config.target_weight <= config.w_max:
-        raise ValueError(f"need 1 <= target_weight <= w_max, got {config.target_weight} and {config.w_max}")
 
 # %% ../../nbs/150_correction.ipynb #9cf71462
 @dataclass(frozen=True)
@@ -149,51 +86,6 @@ class CorrectionResult:
     def weighted_advantages(self) -> np.ndarray:
         "advantages * multipliers: what replaces a GRPO advantage in the loss."
         return self.advantages * self.multipliers
-
-# %% ../../nbs/150_correction.ipynb #30b1eed5
-def within_group_residual(predicted: np.ndarray,  # (N,) predictions, NaN = none
-                          real: np.ndarray,  # (N,) real rewards, NaN = none
-                          codes: np.ndarray,  # (N,) integer group codes
-                          ) -> float:
-    "Mean squared within-group residual of (predicted − real) over rows with both, in groups with >= 2 such rows."
-    both = ~np.isnan(predicted) & ~np.isnan(real)
-    n_groups = int(codes.max()) + 1 if len(codes) else 0
-    counts = np.bincount(codes, weights=both, minlength=n_groups)
-    usable = both & (counts[codes] >= 2)
-    if not usable.any():
-        return math.nan
-    difference = np.where(usable, predicted - real, 0.0)
-    group_mean = np.bincount(codes, weights=difference, minlength=n_groups) / np.maximum(counts, 1)
-    residual = (difference - group_mean[codes])[usable]
-    return float(np.mean(residual**2))
-
-# %% ../../nbs/150_correction.ipynb #3d5e62ac
-def _read_scores(values, name: str, n_rows: int, score_range: tuple[float, float]) -> np.ndarray:
-    "Scores as float64 with NaN for missing; None means all missing; range and length checked."
-    if values is None:
-        return np.full(n_rows, np.nan)
-    scores = as_reward_array(values, name)
-    if len(scores) != n_rows:
-        raise ValueError(f"{name} has {len(scores)} rows but group_ids has {n_rows}")
-    low, high = score_range
-    outside = (scores < low - 1e-9) | (scores > high + 1e-9)
-    if outside.any():
-        rows = np.flatnonzero(outside)
-        raise ValueError(f"{name} outside score_range {score_range} at rows {rows[:5].tolist()} "
-                         f"(values {scores[rows[:5]].tolist()})")
-    return scores
-
-# %% ../../nbs/150_correction.ipynb #fa55846c
-def _read_categories(categories, n_rows: int) -> list | None:
-    "Per-row category labels (str or None); one string applies to every row."
-    if categories is None:
-        return None
-    if isinstance(categories, str):
-        return [categories] * n_rows
-    labels = [None if c is None else str(c) for c in categories]
-    if len(labels) != n_rows:
-        raise ValueError(f"categories has {len(labels)} rows but group_ids has {n_rows}")
-    return labels
 
 # %% ../../nbs/150_correction.ipynb #cf75a128
 class WMRLCorrector:
@@ -272,26 +164,6 @@ def _match_plan(self: WMRLCorrector, keys: list) -> tuple[np.ndarray, np.ndarray
 
 WMRLCorrector._match_plan = _match_plan
 
-# %% ../../nbs/150_correction.ipynb #688e10db
-def disagreement_per_group(calibrated: np.ndarray,  # (n,) calibrated predictions of complete anchor rows
-                           real: np.ndarray,  # (n,) real rewards of the same rows
-                           group_index: np.ndarray,  # (n,) group of each row, 0..n_groups-1
-                           n_groups: int,
-                           min_var: float = 1e-9,  # as group_disagreement: below it the group has no signal
-                           ) -> np.ndarray:
-    "s² of every group (eq. 2 of wmrl.core.denoise), vectorised; NaN for groups with < 2 rows or flat real rewards."
-    counts = np.bincount(group_index, minlength=n_groups).astype(float)
-    safe_counts = np.maximum(counts, 1)
-    real_mean = np.bincount(group_index, weights=real, minlength=n_groups) / safe_counts
-    real_centred = real - real_mean[group_index]
-    real_var = np.bincount(group_index, weights=real_centred**2, minlength=n_groups) / safe_counts
-    difference = calibrated - real
-    difference_mean = np.bincount(group_index, weights=difference, minlength=n_groups) / safe_counts
-    residual = np.bincount(group_index, weights=(difference - difference_mean[group_index]) ** 2,
-                           minlength=n_groups) / safe_counts
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((counts >= 2) & (real_var >= min_var), residual / real_var, np.nan)
-
 # %% ../../nbs/150_correction.ipynb #f4f012b7
 def _learn_from_anchors(self: WMRLCorrector, predicted, real, plan_position, anchor_rows, labels) -> dict:
     """Push anchor pairs, calibrate every prediction, feed per-group disagreement to the denoiser (in plan order).
@@ -357,9 +229,9 @@ def _correct(self: WMRLCorrector, group_ids, predicted, real, categories=None) -
                                 {"step": float(step), "n_groups": 0.0, "n_anchor_groups": 0.0, "n_rows": 0.0})
     if n_rows == 0:
         raise ValueError("correct() got no rows")
-    predicted = _read_scores(predicted, "predicted", n_rows, self.config.score_range)
-    real = _read_scores(real, "real", n_rows, self.config.score_range)
-    labels = _read_categories(categories, n_rows)
+    predicted = read_scores(predicted, "predicted", n_rows, self.config.score_range)
+    real = read_scores(real, "real", n_rows, self.config.score_range)
+    labels = read_categories(categories, n_rows)
     codes, keys = factorize_groups(group_ids)
     group_is_anchor, plan_position = self._match_plan(keys)
     anchor_rows = group_is_anchor[codes]

@@ -7,10 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/debias.html.md"""
 # %% ../../nbs/130_debias.ipynb #fa74e598
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from .isotonic import IsotonicMap, as_score_range, check_pairs, fit_checked_pairs, isotonic_fit
 
