@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from wmrl.toy.bandit import VARIANTS, cli_reproduce_bandit
+from wmrl.toy.bandit import VARIANTS
+from wmrl.toy.theorems import cli_reproduce_bandit
 
 
 def test_unknown_size_is_a_usage_error(tmp_path):
@@ -21,7 +22,7 @@ def test_missing_template_is_reported_as_json(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_quick_reproduction_writes_the_metrics_layout(tmp_path):
-    code = f"import sys; from wmrl.toy.bandit import cli_reproduce_bandit; sys.exit(cli_reproduce_bandit(['--size', 'quick', '--out', {str(tmp_path)!r}]))"
+    code = f"import sys; from wmrl.toy.theorems import cli_reproduce_bandit; sys.exit(cli_reproduce_bandit(['--size', 'quick', '--out', {str(tmp_path)!r}]))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())

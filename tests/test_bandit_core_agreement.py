@@ -1,6 +1,6 @@
 """The bandit's vectorised formulas agree with the core's reference objects.
 
-`wmrl.toy.bandit` restates GRPO advantages, the bucketed isotonic fit, the group disagreement and the anchor weighter
+`wmrl.toy.lanes` restates GRPO advantages, the bucketed isotonic fit, the group disagreement and the anchor weighter
 over a lane axis so that 7 variants x 32 seeds run in one numpy loop. These tests feed the same inputs to both.
 """
 import numpy as np
@@ -9,16 +9,8 @@ import pytest
 from wmrl.core.advantages import group_advantages
 from wmrl.core.denoise import AnchorWeighter, group_disagreement
 from wmrl.core.isotonic import bucketed_isotonic_fit, pav_reference
-from wmrl.toy.bandit import (
-    BanditConfig,
-    BatchCalibrator,
-    BatchWeighter,
-    batch_disagreement,
-    batch_group_advantages,
-    pav,
-    risky_problem,
-    simulate,
-)
+from wmrl.toy.bandit import BanditConfig, risky_problem, simulate
+from wmrl.toy.lanes import BatchCalibrator, BatchWeighter, batch_disagreement, batch_group_advantages, pav
 
 
 @pytest.mark.parametrize("scale", ["none", "group"])

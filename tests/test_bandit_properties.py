@@ -9,19 +9,14 @@ from wmrl.toy.bandit import (
     VARIANTS,
     BanditConfig,
     BanditProblem,
-    BatchCalibrator,
-    batch_group_advantages,
-    fit_inverse_decay,
-    fit_loglog_slope,
-    monotone_distortion,
-    pav,
-    policy_gradient,
     policy_probs,
     risky_problem,
     shared_arm_features,
     simulate,
     summarise,
 )
+from wmrl.toy.lanes import BatchCalibrator, batch_group_advantages, monotone_distortion, pav, policy_gradient
+from wmrl.toy.theorems import fit_inverse_decay, fit_loglog_slope
 
 unit = st.floats(0.0, 1.0, allow_nan=False)
 

@@ -7,24 +7,33 @@ Docs: https://github.com/wmrl-kit/wmrl/bandit.html.md"""
 # %% ../../nbs/010_bandit.ipynb #46145dcc
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import ndtri
 
+from wmrl.toy.lanes import (
+    CORRUPTIONS,
+    BatchCalibrator,
+    BatchWeighter,
+    arm_bias,
+    batch_disagreement,
+    batch_group_advantages,
+    draw_stream,
+    gaussian_noise,
+    monotone_distortion,
+    policy_gradient,
+    sample_arms,
+    step_preserving_multipliers,
+    unpredictable_outcome,
+)
+
 # %% auto #0
-__all__ = ['CORRUPTIONS', 'VARIANTS', 'VARIANT_FLAGS', 'SIZES', 'BanditProblem', 'shared_arm_features', 'risky_problem',
-           'two_context_problem', 'policy_probs', 'objective', 'regulariser_logit_grad', 'exact_gradient',
-           'optimal_theta', 'monotone_distortion', 'arm_bias', 'gaussian_noise', 'unpredictable_outcome',
-           'BanditConfig', 'predict_rewards', 'real_outcomes', 'batch_group_advantages', 'pav', 'BatchCalibrator',
-           'batch_disagreement', 'BatchWeighter', 'policy_gradient', 'sample_arms', 'BanditRun', 'residual_bias',
-           'simulate', 'final_gap', 'mean_ci95', 'summarise', 'plot_gap_curves', 'mean_field_floor', 'fit_loglog_slope',
-           'sweep', 'stream_gradients', 'fused_variance', 'fit_inverse_decay', 'explore_floor', 'cli_reproduce_bandit']
+__all__ = ['VARIANTS', 'VARIANT_FLAGS', 'BanditProblem', 'shared_arm_features', 'risky_problem', 'two_context_problem',
+           'policy_probs', 'objective', 'regulariser_logit_grad', 'exact_gradient', 'optimal_theta', 'BanditConfig',
+           'predict_rewards', 'real_outcomes', 'BanditRun', 'residual_bias', 'simulate', 'final_gap', 'mean_ci95',
+           'summarise', 'plot_gap_curves']
 
 # %% ../../nbs/010_bandit.ipynb #6f506c5b
 @dataclass(frozen=True)
@@ -119,29 +128,6 @@ def optimal_theta(problem: BanditProblem, kl_beta: float = 0.0, entropy_coef: fl
     result = minimize(loss_and_grad, np.zeros(d), jac=True, method="L-BFGS-B", bounds=[(-bound, bound)] * d,
                       options=dict(maxiter=5000, gtol=1e-12, ftol=1e-15))
     return result.x
-
-# %% ../../nbs/010_bandit.ipynb #945da23e
-CORRUPTIONS = ("none", "monotone", "arm", "unpredictable")
-
-def monotone_distortion(rewards: np.ndarray, bias: float) -> np.ndarray:
-    "g(r) = r − 4B·r(1−r): under-rates middling rewards; max |g(r) − r| = B; monotone for B ≤ 1/4."
-    if not 0 <= bias <= 0.25:
-        raise ValueError(f"monotone_distortion needs 0 <= bias <= 0.25 to stay monotone, got {bias}")
-    return rewards - 4.0 * bias * rewards * (1.0 - rewards)
-
-def arm_bias(rewards: np.ndarray, arms: np.ndarray, bias: float) -> np.ndarray:
-    "r + B on even arms, r − B on odd arms: a bias the prediction itself does not reveal."
-    return rewards + bias * np.where(np.asarray(arms) % 2 == 0, 1.0, -1.0)
-
-def gaussian_noise(predictions: np.ndarray, sigma: float, standard_normal: np.ndarray) -> np.ndarray:
-    "Zero-mean noise ξ with standard deviation σ (the caller supplies the normals: a shared stream)."
-    if sigma < 0:
-        raise ValueError(f"noise sigma must be >= 0, got {sigma}")
-    return predictions + sigma * standard_normal
-
-def unpredictable_outcome(rewards: np.ndarray, bias: float, imagined_uniform: np.ndarray) -> np.ndarray:
-    "The WM imagines its own coin: predicts 1{u' < g(r)} with u' independent of the real coin."
-    return (imagined_uniform < monotone_distortion(rewards, bias)).astype(float)
 
 # %% ../../nbs/010_bandit.ipynb #85d71ea5
 VARIANTS = ("grpo_real", "pure_wm", "mixed_uncorrected", "debias_only", "denoise_only", "wmrl", "anchors_only")
@@ -238,168 +224,6 @@ def real_outcomes(config: BanditConfig, expected: np.ndarray, uniform: np.ndarra
         return (uniform < expected).astype(float)
     return expected.copy()
 
-# %% ../../nbs/010_bandit.ipynb #86ad2d34
-def batch_group_advantages(rewards: np.ndarray,  # (..., G) one group per last axis
-                           scale: str = "none",  # "none" | "group"
-                           eps: float = 1e-4,
-                           ) -> np.ndarray:  # (..., G)
-    "GRPO advantages for many groups at once; degenerate groups give exactly 0."
-    if scale not in ("none", "group"):
-        raise ValueError(f"scale must be 'none' or 'group', got {scale!r}")
-    deviations = rewards - rewards.mean(-1, keepdims=True)
-    if scale == "group":
-        deviations = deviations / (rewards.std(-1, ddof=1, keepdims=True) + eps)
-    degenerate = (rewards == rewards[..., :1]).all(-1, keepdims=True)
-    return np.where(degenerate, 0.0, deviations)
-
-# %% ../../nbs/010_bandit.ipynb #6da67780
-def pav(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    "Weighted pool-adjacent-violators: the non-decreasing sequence closest to `values` in weighted L2."
-    means, totals, sizes = [], [], []
-    for value, weight in zip(values, weights):
-        means.append(float(value))
-        totals.append(float(weight))
-        sizes.append(1)
-        while len(means) > 1 and means[-2] > means[-1]:
-            total = totals[-2] + totals[-1]
-            merged = (means[-2] * totals[-2] + means[-1] * totals[-1]) / total
-            means[-2:] = [merged]
-            totals[-2:] = [total]
-            sizes[-2:] = [sizes[-2] + sizes[-1]]
-    return np.repeat(means, sizes)
-
-# %% ../../nbs/010_bandit.ipynb #d8a4c194
-class BatchCalibrator:
-    "Binned isotonic calibration maps for L lanes at once (identity until a lane's first fit)."
-    def __init__(self, n_lanes: int, bins: int = 50, min_pairs: int = 200, refit_every: int = 64):
-        self.bins, self.min_pairs, self.refit_every = bins, min_pairs, refit_every
-        self.sum_x = np.zeros((n_lanes, bins))
-        self.sum_y = np.zeros((n_lanes, bins))
-        self.count = np.zeros((n_lanes, bins))
-        self.fit_x = np.full((n_lanes, bins), np.nan)
-        self.fit_y = np.full((n_lanes, bins), np.nan)
-        self.n_pairs = np.zeros(n_lanes)
-        self.since = np.zeros(n_lanes)
-        self.n_fits = np.zeros(n_lanes, int)
-
-    @property
-    def calibrated(self) -> np.ndarray:
-        "(L,) bool: the lane has a fitted map."
-        return self.n_fits > 0
-
-    def push(self, lanes: np.ndarray, predicted: np.ndarray, real: np.ndarray) -> None:
-        "Add pairs (1-D arrays, one lane index per pair), then refit the lanes that are due."
-        bin_index = np.clip(np.floor(predicted * self.bins).astype(int), 0, self.bins - 1)
-        np.add.at(self.sum_x, (lanes, bin_index), predicted)
-        np.add.at(self.sum_y, (lanes, bin_index), real)
-        np.add.at(self.count, (lanes, bin_index), 1.0)
-        added = np.bincount(lanes, minlength=len(self.n_pairs))
-        self.n_pairs += added
-        self.since += added
-        due = (self.n_pairs >= self.min_pairs) & ((self.since >= self.refit_every) | (self.n_fits == 0)) & (added > 0)
-        for lane in np.flatnonzero(due):
-            self._refit(lane)
-
-    def _refit(self, lane: int) -> None:
-        "PAV over the populated bins of one lane; needs two populated bins, else stays as it was."
-        populated = self.count[lane] > 0
-        if populated.sum() < 2:
-            return
-        centroids = self.sum_x[lane, populated] / self.count[lane, populated]
-        means = self.sum_y[lane, populated] / self.count[lane, populated]
-        self.fit_x[lane] = np.nan
-        self.fit_y[lane] = np.nan
-        self.fit_x[lane, :populated.sum()] = centroids
-        self.fit_y[lane, :populated.sum()] = pav(means, self.count[lane, populated])
-        self.since[lane] = 0
-        self.n_fits[lane] += 1
-
-# %% ../../nbs/010_bandit.ipynb #5ad0e797
-def _apply(self, values: np.ndarray,  # (L, ...) predictions, one row per lane
-           ) -> np.ndarray:
-    "Calibrated values: piecewise-linear between centroids, flat outside; identity for unfitted lanes."
-    out = np.array(values, dtype=float, copy=True)
-    lanes = np.flatnonzero(self.calibrated)
-    if len(lanes) == 0:
-        return out
-    fit_x, fit_y = self.fit_x[lanes], self.fit_y[lanes]
-    valid = ~np.isnan(fit_x)
-    lo = np.nanmin(fit_x, 1)
-    hi = np.nanmax(fit_x, 1)
-    offset = 10.0 * (np.arange(len(lanes)) + 1)  # lanes side by side on one axis; spread < 10 by construction
-    flat_x = (fit_x + offset[:, None])[valid]
-    flat_y = fit_y[valid]
-    block = out[lanes].reshape(len(lanes), -1)
-    clipped = np.clip(block, lo[:, None], hi[:, None]) + offset[:, None]
-    out[lanes] = np.interp(clipped, flat_x, flat_y).reshape(out[lanes].shape)
-    return out
-
-BatchCalibrator.apply = _apply
-
-# %% ../../nbs/010_bandit.ipynb #8230e300
-def batch_disagreement(calibrated: np.ndarray, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "(s², ok) per group (last axis = rows of the group); ok is False where var(real) < 1e-9."
-    d = calibrated - calibrated.mean(-1, keepdims=True)
-    s = real - real.mean(-1, keepdims=True)
-    variance = real.var(-1)
-    ok = variance >= 1e-9
-    with np.errstate(invalid="ignore", divide="ignore"):
-        s2 = np.where(ok, ((d - s) ** 2).mean(-1) / np.where(ok, variance, 1.0), np.nan)
-    return s2, ok
-
-# %% ../../nbs/010_bandit.ipynb #1c45e3ed
-class BatchWeighter:
-    "The anchor weight w = clip(1 + c·EMA(s²), 1, w_max) for L lanes; c frozen once after warm-up."
-    def __init__(self, n_lanes: int, half_life: float = 64.0, warmup: int = 32, w_max: float = 4.0,
-                 target_weight: float = 2.0, bias_corrected: bool = False):
-        if w_max < 1 or not 1 <= target_weight <= w_max:
-            raise ValueError(f"need 1 <= target_weight <= w_max, got target {target_weight}, w_max {w_max}")
-        self.alpha = 1.0 - 0.5 ** (1.0 / max(1.0, half_life))
-        self.warmup, self.w_max, self.target_weight = warmup, w_max, target_weight
-        self.ema = np.zeros(n_lanes)
-        self.raw = np.zeros(n_lanes)  # the zero-started EMA behind the bias-corrected one
-        self.bias_corrected = bias_corrected
-        self.n = np.zeros(n_lanes, int)
-        self.c = np.full(n_lanes, np.nan)
-
-    def push(self, s2: np.ndarray, ok: np.ndarray) -> None:
-        "One disagreement per lane (skipped where ok is False); official: the first value starts the EMA."
-        s2 = np.nan_to_num(s2)
-        self.n = self.n + ok
-        if self.bias_corrected:  # as wmrl.core.denoise.ExponentialAverage(bias_corrected=True)
-            self.raw = np.where(ok, (1 - self.alpha) * self.raw + self.alpha * s2, self.raw)
-            self.ema = np.where(self.n > 0, self.raw / (1 - (1 - self.alpha) ** np.maximum(self.n, 1)), 0.0)
-        else:
-            updated = np.where(self.n == 1, s2, (1 - self.alpha) * self.ema + self.alpha * s2)
-            self.ema = np.where(ok, updated, self.ema)
-        ready = np.isnan(self.c) & (self.n >= self.warmup) & (self.ema > 1e-12)
-        self.c = np.where(ready, (self.target_weight - 1) / np.maximum(self.ema, 1e-12), self.c)
-
-    def weight(self) -> np.ndarray:
-        "(L,) anchor weights: 1 until calibrated."
-        raw = 1.0 + np.nan_to_num(self.c) * self.ema
-        return np.where(np.isnan(self.c), 1.0, np.clip(raw, 1.0, self.w_max))
-
-# %% ../../nbs/010_bandit.ipynb #cacecd49
-def policy_gradient(probs: np.ndarray,  # (L, K, A) current policy
-                    contexts: np.ndarray,  # (L, M) context of each group
-                    arms: np.ndarray,  # (L, M, G) sampled arms
-                    coefficients: np.ndarray,  # (L, M, G) advantage × multiplier / (M·G)
-                    features: np.ndarray,  # (K, A, d)
-                    ) -> np.ndarray:  # (L, d)
-    "Σ_i coef_i ∇θ log π(a_i|x_i) for every lane, via per-(context, arm) sums."
-    n_lanes, n_contexts, n_arms = probs.shape
-    lane_index = np.arange(n_lanes)[:, None, None]
-    flat = (lane_index * n_contexts + contexts[..., None]) * n_arms + arms
-    summed = np.bincount(flat.ravel(), weights=coefficients.ravel(), minlength=probs.size).reshape(probs.shape)
-    logit_grad = summed - probs * summed.sum(-1, keepdims=True)
-    return np.einsum("lka,kad->ld", logit_grad, features)
-
-def sample_arms(probs: np.ndarray, contexts: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    "Inverse-CDF sampling: arm of each row from π(·|x) and a shared uniform (L, M, G)."
-    cdf = np.cumsum(np.take_along_axis(probs, contexts[..., None], axis=1), -1)  # (L, M, A)
-    return (uniforms[..., None] > cdf[:, :, None, :]).sum(-1).clip(0, probs.shape[-1] - 1)
-
 # %% ../../nbs/010_bandit.ipynb #a7d95c0d
 @dataclass
 class BanditRun:
@@ -444,19 +268,6 @@ def _lane_flags(config: BanditConfig) -> tuple[np.ndarray, ...]:
     flags = np.array([VARIANT_FLAGS[name] for name in config.variants], dtype=bool)
     return tuple(np.repeat(flags[:, column], config.seeds) for column in range(5))
 
-def _draw_stream(rng: np.random.Generator, config: BanditConfig, n_contexts: int) -> dict:
-    "One step's shared randomness for every seed, repeated over variants (common random numbers)."
-    S, M, G = config.seeds, config.groups_per_step, config.group_size
-    draws = dict(contexts=rng.integers(0, n_contexts, size=(S, M)), arm_uniform=rng.random((S, M, G)),
-                 outcome_uniform=rng.random((S, M, G)), normals=rng.standard_normal((S, M, G)),
-                 imagined_uniform=rng.random((S, M, G)))
-    order = np.argsort(rng.random((S, M)), axis=1)[:, :config.anchors_per_step]
-    anchors = np.zeros((S, M), bool)
-    np.put_along_axis(anchors, order, True, axis=1)
-    draws["anchors"] = anchors
-    n_variants = len(config.variants)
-    return {key: np.tile(value, (n_variants,) + (1,) * (value.ndim - 1)) for key, value in draws.items()}
-
 # %% ../../nbs/010_bandit.ipynb #1b24c1c5
 def _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, flags):
     "Rewards, row multipliers and anchor pairs of one step for all lanes (the correction step, vectorised)."
@@ -477,9 +288,7 @@ def _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, 
         for m in np.flatnonzero(anchors.any(0)):  # one push per anchor group, in group order
             weighter.push(s2[:, m], ok[:, m] & anchors[:, m] & denoise)
     weight = np.where(denoise, weighter.weight(), 1.0)
-    multipliers = np.where(anchors, weight[:, None], 1.0)
-    multipliers = np.where(anchors_only[:, None] & ~anchors, 0.0, multipliers)
-    multipliers = multipliers / multipliers.sum(-1, keepdims=True) * config.groups_per_step  # fusion, same total
+    multipliers = step_preserving_multipliers(anchors, weight, anchors_only)  # the bandit's denoising rule
     executed = np.where(uses_anchors, anchors.sum(-1), np.where(uses_wm, 0, config.groups_per_step))
     real_rows = executed * config.group_size  # anchor variants pay for anchor groups only; grpo_real for all
     return rewards, multipliers, weight, real_rows
@@ -509,7 +318,7 @@ def simulate(problem: BanditProblem, config: BanditConfig) -> BanditRun:
             logs["residual_bias"].append(residual_bias(calibrator, flags[2], problem, config, policy_probs(theta, problem.features)))
         if step == config.steps:
             break
-        stream = _draw_stream(rng, config, K)
+        stream = draw_stream(rng, config, K)
         probs = policy_probs(theta, problem.features)
         arms = sample_arms(probs, stream["contexts"], stream["arm_uniform"])
         expected = problem.rewards[stream["contexts"][..., None], arms]
@@ -567,116 +376,3 @@ def plot_gap_curves(run: BanditRun, ax=None, variants: tuple | None = None, log:
     ax.set_ylabel("optimality gap $J^*_{reg} - J_{reg}$")
     ax.legend(fontsize=7)
     return ax
-
-# %% ../../nbs/010_bandit.ipynb #2c156ef9
-def mean_field_floor(problem: BanditProblem, config: BanditConfig, bias: float) -> float:
-    "J*_reg − J_reg(θ*) where θ* maximises the objective under the monotone-distorted rewards (no noise)."
-    kl_beta, entropy_coef = config.kl_beta, config.entropy_coef
-    best = objective(optimal_theta(problem, kl_beta, entropy_coef), problem, kl_beta, entropy_coef)[0]
-    theta_wm = optimal_theta(problem, kl_beta, entropy_coef, rewards=monotone_distortion(problem.rewards, bias))
-    return float(best - objective(theta_wm, problem, kl_beta, entropy_coef)[0])
-
-def fit_loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
-    "Least-squares slope of log y on log x (needs ≥ 2 positive points)."
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    keep = (x > 0) & (y > 0)
-    if keep.sum() < 2:
-        raise ValueError(f"need at least two positive (x, y) points, got {keep.sum()}")
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
-
-def sweep(problem: BanditProblem, config: BanditConfig, name: str, values) -> list[BanditRun]:
-    "One simulate call per value of config field `name` (same seeds and stream for each)."
-    if name not in BanditConfig.__dataclass_fields__:
-        raise ValueError(f"BanditConfig has no field {name!r}")
-    return [simulate(problem, replace(config, **{name: value})) for value in values]
-
-# %% ../../nbs/010_bandit.ipynb #f3522820
-def stream_gradients(problem: BanditProblem, config: BanditConfig, theta: np.ndarray, n_draws: int,
-                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    "(g_E, g_WM), each (n_draws, d): anchor-group and world-model-group gradient estimates at a fixed θ."
-    one = replace(config, seeds=n_draws, variants=("wmrl",), seed=seed)
-    stream = _draw_stream(np.random.default_rng(seed), one, problem.rewards.shape[0])
-    probs = policy_probs(np.repeat(np.atleast_2d(theta), n_draws, 0), problem.features)
-    arms = sample_arms(probs, stream["contexts"], stream["arm_uniform"])
-    expected = problem.rewards[stream["contexts"][..., None], arms]
-    real = real_outcomes(one, expected, stream["outcome_uniform"])
-    predicted = predict_rewards(one, expected, arms, stream["normals"], stream["imagined_uniform"])
-    anchors = stream["anchors"][..., None]
-    out = []
-    for rewards, rows in ((real, anchors), (predicted, ~anchors)):
-        coefficients = batch_group_advantages(rewards, one.scale) * rows / rows.sum((1, 2), keepdims=True)
-        out.append(policy_gradient(probs, stream["contexts"], arms, coefficients, problem.features))
-    return out[0], out[1]
-
-def fused_variance(g_anchor: np.ndarray, g_world: np.ndarray, anchor_share: float | None = None) -> dict:
-    "Measured V_E, V_WM, variance of the fusion, and eq. 5's prediction (traces of covariances)."
-    v_anchor = float(g_anchor.var(0, ddof=1).sum())
-    v_world = float(g_world.var(0, ddof=1).sum())
-    share = v_world / (v_anchor + v_world) if anchor_share is None else anchor_share
-    fused = share * g_anchor + (1 - share) * g_world
-    return dict(V_E=v_anchor, V_WM=v_world, anchor_share=share, measured=float(fused.var(0, ddof=1).sum()),
-                predicted=v_anchor * v_world / (v_anchor + v_world))
-
-# %% ../../nbs/010_bandit.ipynb #e783f010
-def fit_inverse_decay(steps: np.ndarray, squared: np.ndarray) -> tuple[float, float]:
-    "Fit y = a/(1 + T/T0) by least squares on log y (every decade counts alike); returns (a, T0)."
-    from scipy.optimize import least_squares
-    steps = np.asarray(steps, dtype=float)
-    squared = np.asarray(squared, dtype=float)
-    keep = squared > 0
-    if keep.sum() < 3:
-        raise ValueError("need at least three positive points to fit 1/(1+T/T0)")
-    steps, squared = steps[keep], squared[keep]
-    if squared[-1] >= squared[0]:
-        raise ValueError(f"data do not decay like 1/(1+T/T0): {squared[0]:.3g} -> {squared[-1]:.3g}")
-
-    def residuals(log_params):
-        return np.log(squared) - log_params[0] + np.log1p(steps / np.exp(log_params[1]))
-
-    start = np.array([np.log(squared[0]), np.log(max(steps[0], 1.0))])
-    fit = least_squares(residuals, start)
-    return float(np.exp(fit.x[0])), float(np.exp(fit.x[1]))
-
-# %% ../../nbs/010_bandit.ipynb #3ab28bb1
-def explore_floor(problem: BanditProblem, config: BanditConfig, distortion=None) -> dict:
-    "Final true return J of grpo_real and pure_wm for one setting; `distortion` replaces g(r) if given."
-    if distortion is None:
-        run = simulate(problem, replace(config, variants=("grpo_real", "pure_wm")))
-    else:  # pure WM with a custom g = real-execution GRPO on the table g(r) with deterministic outcomes
-        real_run = simulate(problem, replace(config, variants=("grpo_real",)))
-        wm_problem = BanditProblem(distortion(problem.rewards), problem.features)
-        wm_run = simulate(wm_problem, replace(config, variants=("grpo_real",), outcome="deterministic"))
-        returns = [objective(real_run.theta[0], problem), objective(wm_run.theta[0], problem)]
-        return dict(grpo_real=float(returns[0].mean()), pure_wm=float(returns[1].mean()))
-    returns = [objective(run.theta[i], problem) for i in range(2)]
-    return dict(grpo_real=float(returns[0].mean()), pure_wm=float(returns[1].mean()))
-
-# %% ../../nbs/010_bandit.ipynb #e8a7be06
-SIZES = {"quick": dict(seeds=16, steps=1000, sweep_seeds=8, sweep_steps=1500, n_draws=5000),
-         "full": dict(seeds=32, steps=2000, sweep_seeds=16, sweep_steps=3000, n_draws=20000)}
-
-def _repo_root() -> Path:
-    "The checkout that holds reproductions/ (the package's parent folder)."
-    return Path(__file__).resolve().parents[2]
-
-def cli_reproduce_bandit(argv: list[str] | None = None) -> int:
-    "`wmrl reproduce bandit --size quick|full --out DIR`: run the papermill template, print metrics JSON."
-    parser = argparse.ArgumentParser(prog="wmrl reproduce bandit", description=cli_reproduce_bandit.__doc__)
-    parser.add_argument("--size", choices=sorted(SIZES), default="quick", help="quick ≈ 1 min, full ≈ several min")
-    parser.add_argument("--out", required=True, help="output folder (created; executed notebook, metrics.json, figures)")
-    parser.add_argument("--template", default=None, help="papermill template (default: reproductions/bandit.ipynb)")
-    args = parser.parse_args(argv)
-    template = Path(args.template) if args.template else _repo_root() / "reproductions" / "bandit.ipynb"
-    if not template.is_file():
-        print(json.dumps({"error": f"template not found: {template}"}), file=sys.stderr)
-        return 2
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    import papermill
-    papermill.execute_notebook(str(template), str(out / "bandit.ipynb"), parameters=dict(size=args.size, out_dir=str(out)),
-                               kernel_name="python3", language="python", progress_bar=False, cwd=str(template.parent))
-    metrics = json.loads((out / "metrics.json").read_text())
-    print(json.dumps(dict(out=str(out), size=args.size, variants={k: metrics[k]["final_gap_mean"] for k in VARIANTS if k in metrics},
-                          floor_vs_B_slope=metrics["floor_vs_B_slope"], noise_vs_gamma_slope=metrics["noise_vs_gamma_slope"])))
-    return 0
