@@ -48,13 +48,13 @@ def anchor_priority(group_key: Hashable,  # str, int, bytes, float or tuple of t
     return (int.from_bytes(digest, "big") >> 11) / float(1 << 53)
 
 # %% ../../nbs/120_anchors.ipynb #ba122a5f
-def anchor_count(n_groups: int,  # M, groups this step
+def anchor_count(n_groups: int,  # N, groups this step
                  fraction: float,  # target fraction rho
                  min_per_step: int = 1,  # floor k_min
                  max_concurrent: int | None = None,  # sandbox cap C (None: no cap)
                  in_flight: int = 0,  # executions still running
                  ) -> int:
-    "k = clip(round_half_up(fraction*M), min_per_step, M), then capped by max(0, C - in_flight)."
+    "k = clip(round_half_up(fraction*N), min_per_step, N), then capped by max(0, C - in_flight)."
     wanted = math.floor(fraction * n_groups + 0.5 + 1e-9)  # 1e-9: 0.1*35 is 3.5000000000000004 in floats
     count = min(max(wanted, min_per_step), n_groups)
     if max_concurrent is not None:
@@ -151,7 +151,7 @@ def adaptive_anchor_fraction(s2_fast: float,  # fast EMA of out-of-sample s² (N
 
 def budgeted_anchor_count(n_groups: int, fraction: float, min_per_step: int = 1, budget: int | None = None,
                           used: int = 0, steps_done: int = 0, total_steps: int | None = None) -> int:
-    "anchor_count(M, fraction, k_min), then within the budget while reserving k_min groups for each later step."
+    "anchor_count(N, fraction, k_min), then within the budget while reserving k_min groups for each later step."
     count = anchor_count(n_groups, fraction, min_per_step)
     if budget is None:
         return count

@@ -41,7 +41,7 @@ class CorrectionConfig:
     window: int = 5000  # most recent pairs kept
     per_category: bool = False  # per-category maps shrunk to the global one
     category_prior_pairs: float = 50.0  # shrinkage pseudo-count
-    denoise: str = "anchor_weight"  # "anchor_weight" (official) or "fusion" (normalised)
+    denoise: str = "anchor_weight"  # "anchor_weight" (the official anchor weight) or "fusion" (the normalised fusion)
     half_life: float = 64.0  # EMA half-life of s², in anchor groups
     warmup: int = 32  # anchor groups before the weight moves
     w_max: float = 4.0  # anchor weight ceiling

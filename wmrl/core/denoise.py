@@ -1,4 +1,4 @@
-"""How much to trust anchor rows versus world-model rows: the paper's clipped anchor up-weight, and a normalised inverse-variance fusion, measured against each other.
+"""How much to trust anchor rows versus world-model rows: the official anchor weight (the release's clipped, unnormalised up-weight) and the normalised fusion (inverse-variance row weights with mean 1), measured against each other.
 
 Docs: https://github.com/wmrl-kit/wmrl/denoise.html.md"""
 
@@ -84,7 +84,8 @@ def _check_warmup(warmup) -> int:
 WEIGHT_SCALES = ("bias_corrected", "official", "paper")
 
 class AnchorWeighter:
-    """The paper's IVD: anchor-row multiplier w = clip(1 + c·EMA(s²), 1, w_max). `scale` says where c comes from:
+    """The official anchor weight (the paper's IVD as released): anchor rows get w = clip(1 + c·EMA(s²), 1, w_max),
+    world-model rows 1, not normalised. `scale` says where c comes from:
     `"official"` (the release): c fixed once at warm-up from an EMA the first group initialises;
     `"bias_corrected"` (default): c fixed once at warm-up from the bias-corrected EMA, so the first group does not
     decide it alone; `"paper"`: c = 1, w = 1 + s² read off the anchors ("nothing is tuned"), from warm-up on."""

@@ -148,7 +148,7 @@ class BanditConfig:
     "Every knob of one bandit run; defaults are the main setting (paper regulariser, Dr. GRPO advantages)."
     steps: int = 2000  # T, GRPO steps
     seeds: int = 32  # independent seeds (a batch axis)
-    groups_per_step: int = 10  # M groups (contexts) per step
+    groups_per_step: int = 10  # N groups (contexts) per step
     group_size: int = 8  # G rollouts per group
     anchor_fraction: float = 0.1  # share of groups executed for real (at least one per step)
     step_size: float = 2.0  # γ
@@ -201,7 +201,7 @@ class BanditConfig:
 
     @property
     def anchors_per_step(self) -> int:
-        "max(1, round(fraction · M)): the core scheduler's rule."
+        "max(1, round(fraction · N)): the core scheduler's rule."
         return min(self.groups_per_step, max(1, int(round(self.anchor_fraction * self.groups_per_step))))
 
 # %% ../../nbs/010_bandit.ipynb #ff3d10f1
