@@ -1,5 +1,6 @@
-"""wmrl.adapters.dsbench without training: the task list against MLE-Dojo's real boards, RPG properties (hypothesis),
-preparation round trips in a temp dir, and clear errors for bad input."""
+"""wmrl.adapters.dsbench (and the scoring and config of wmrl.adapters.benchmark_run) without training: the task list
+against MLE-Dojo's real boards, RPG properties (hypothesis), preparation round trips in a temp dir, and clear errors
+for bad input."""
 import json
 import math
 from pathlib import Path
@@ -9,20 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wmrl.adapters.benchmark_run import benchmark_config, compute_parts, latest_checkpoint, score_heldout
 from wmrl.adapters.dsbench import (
     DSBENCH_TASKS,
     TINY_DSBENCH,
-    benchmark_config,
     build_tiny_dsbench,
-    compute_parts,
     dsbench_categories,
     dsbench_metric,
     dsbench_scores,
-    latest_checkpoint,
     load_dsbench_task,
     prepare_dsbench,
     rpg_reference,
-    score_heldout,
 )
 from wmrl.execution.grading import get_metric
 from wmrl.execution.tasks import TaskError

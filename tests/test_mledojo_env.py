@@ -1,6 +1,7 @@
-"""MLE-Dojo adapter on REAL board shapes: a mini competition in MLE-Dojo's prepared layout (breast_cancer data,
-AUC) carrying the real random-acts-of-pizza Kaggle boards (462 teams, leaked 1.0 scores on top), read at test
-time from ../shared/data/mle-dojo and copied only into a temporary folder.
+"""MLE-Dojo adapter and its environment (wmrl.adapters.mledojo, wmrl.adapters.kaggle_env) on REAL board shapes: a
+mini competition in MLE-Dojo's prepared layout (breast_cancer data, AUC) carrying the real random-acts-of-pizza
+Kaggle boards (462 teams, leaked 1.0 scores on top), read at test time from ../shared/data/mle-dojo and copied only
+into a temporary folder.
 
 Checks: the loader's layout variants and errors, the env's 2-tuple contract and observation keys, MLE-Dojo's
 feedback templates, positions recomputed by hand from the CSV, history and archives, and the paper's split.
@@ -13,17 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from wmrl.adapters.kaggle_env import KaggleEnv, board_position, make_env, mledojo_available
 from wmrl.adapters.mledojo import (
     COMPETITION_METRICS,
     PAPER_HELDOUT,
     PAPER_TRAIN,
-    KaggleEnv,
-    board_position,
     build_mini_competition,
     cli_mledojo,
     load_competition,
-    make_env,
-    mledojo_available,
 )
 from wmrl.execution.tasks import TaskError
 

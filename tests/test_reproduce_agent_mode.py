@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.adapters.dsbench import benchmark_config, evaluate_heldout, score_heldout
+from wmrl.adapters.benchmark_run import benchmark_config, evaluate_heldout, score_heldout
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (REPO / "reproductions/configs/tiny-cpu-agent.yaml").is_file(),
@@ -35,7 +35,7 @@ def test_mledojo_template_in_agent_mode(tmp_path):
     from wmrl.autoresearch.runner import RunSpec, execute_run
     params = {"config": "tiny-cpu-agent", "method": "wmrl", "seed": 0, "steps": 1, "eval_samples": 2, "workers": 2}
     report = execute_run(RunSpec("wmrl__seed0", params), tmp_path, REPO / "reproductions" / "mledojo.ipynb",
-                         resolver="wmrl.adapters.dsbench:benchmark_config")
+                         resolver="wmrl.adapters.benchmark_run:benchmark_config")
     assert report["status"] == "ran"
     metrics = json.loads((tmp_path / "wmrl__seed0" / "metrics.json").read_text())
     assert metrics["benchmark"] == "mle-dojo" and metrics["config"]["steps"] == 1

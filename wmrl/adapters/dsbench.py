@@ -1,4 +1,4 @@
-"""DSBench's 74 data-modeling tasks with their metric-tag categories, relative-gap scoring (RPG) per task and per category, and the held-out evaluation that the MLE-Dojo and DSBench reproduction templates share.
+"""DSBench's 74 data-modeling tasks with their metric-tag categories, their preparation in MLE-Dojo's layout, and DSBench's relative-gap scoring (RPG) per task and per category.
 
 Docs: https://github.com/wmrl-kit/wmrl/dsbench.html.md"""
 
@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..execution.grading import category_average, dsbench_category, relative_performance_gap, score_frames
-from .mledojo import PAPER_TRAIN, find_mledojo_data, leaderboard_percentile, load_competition, prepare_dsbench_task
-from .train import sandbox_limits
+from .mledojo import find_mledojo_data, load_competition, prepare_dsbench_task
 
 # %% auto #0
-__all__ = ['DSBENCH_TASKS', 'TAG_METRICS', 'TASK_METRICS', 'TINY_DSBENCH', 'BENCHMARK_KNOBS', 'dsbench_categories',
-           'dsbench_metric', 'prepare_dsbench', 'load_dsbench_task', 'rpg_reference', 'dsbench_scores',
-           'build_tiny_dsbench', 'latest_checkpoint', 'program_reader', 'sample_answers', 'execute_answers',
-           'play_episodes', 'evaluate_heldout', 'score_heldout', 'benchmark_config', 'paper_scale', 'compute_parts']
+__all__ = ['DSBENCH_TASKS', 'TAG_METRICS', 'TASK_METRICS', 'TINY_DSBENCH', 'dsbench_categories', 'dsbench_metric',
+           'prepare_dsbench', 'load_dsbench_task', 'rpg_reference', 'dsbench_scores', 'build_tiny_dsbench']
 
 # %% ../../nbs/570_dsbench.ipynb #90421f00
 DSBENCH_TASKS: dict[str, str] = {  # DSBench data-modeling task -> its Kaggle metric tag (MLE-Dojo prepare/dsbench.json)
@@ -105,6 +99,7 @@ DSBENCH_TASKS: dict[str, str] = {  # DSBench data-modeling task -> its Kaggle me
     "conways-reverse-game-of-life-2020": "Custom Metric",
 }
 
+# %% ../../nbs/570_dsbench.ipynb #fd3efab8
 TAG_METRICS: dict[str, str] = {  # metric tag -> kit metric (wmrl.execution.grading.METRICS), where the two are the same metric
     "Area Under Receiver Operating Characteristic Curve": "roc_auc", "Roc Auc Score": "roc_auc",
     "Mean Columnwise Area Under Receiver Operating Characteristic Curve": "roc_auc",  # macro AUC over the columns
@@ -126,6 +121,7 @@ TASK_METRICS: dict[str, str] = {  # "Custom Metric" tasks: the metric their comp
     "conways-reverse-game-of-life-2020": "mae",  # mean absolute error over the predicted 0/1 cells
 }
 
+# %% ../../nbs/570_dsbench.ipynb #b8815b05
 def dsbench_categories(names=None) -> dict[str, str]:
     "task -> BinCls / MultiCls / Regress / Other (the official leaderboard script's rules on the metric tag)."
     names = list(DSBENCH_TASKS) if names is None else list(names)
@@ -198,6 +194,7 @@ def dsbench_scores(raw_scores: dict, references: dict, categories: dict | None =
 
 # %% ../../nbs/570_dsbench.ipynb #e11d76fa
 def _tiny_frames(kind: str, seed: int):
+    "A binary (breast cancer) or regression (diabetes) table with an id column, split 70/30."
     from sklearn.datasets import load_breast_cancer, load_diabetes
     from sklearn.model_selection import train_test_split
     bunch = load_breast_cancer() if kind == "binary" else load_diabetes()
@@ -208,9 +205,11 @@ def _tiny_frames(kind: str, seed: int):
 
 TINY_DSBENCH = {"tiny-dsbench-binary": ("binary", "roc_auc", "BinCls"), "tiny-dsbench-regress": ("regress", "rmse", "Regress")}
 
+# %% ../../nbs/570_dsbench.ipynb #0c676d5c
 def build_tiny_dsbench(root, seed: int = 0) -> Path:
     "Two small tasks in DSBench's raw layout under root/raw, prepared under root/prepared (returned)."
-    from wmrl.execution.tasks import TaskFrames, reference_leaderboard
+    from wmrl.execution.task_builder import reference_leaderboard
+    from wmrl.execution.tasks import TaskFrames
     root = Path(root)
     for name, (kind, metric, category) in TINY_DSBENCH.items():
         train, test = _tiny_frames(kind, seed)
@@ -230,183 +229,3 @@ def build_tiny_dsbench(root, seed: int = 0) -> Path:
             pd.DataFrame({"rank": np.arange(1, len(board_scores) + 1), "score": board_scores}).to_csv(
                 folder / "data" / "private" / f"{board}_leaderboard.csv", index=False)
     return root / "prepared"
-
-# %% ../../nbs/570_dsbench.ipynb #b580f382
-def latest_checkpoint(trainer_dir) -> Path:
-    "The `checkpoint-N` folder with the largest N under a TRL output folder."
-    folders = [p for p in Path(trainer_dir).glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    if not folders:
-        raise FileNotFoundError(f"no checkpoint-N folder under {trainer_dir}; train with trl.save_strategy=steps")
-    return max(folders, key=lambda p: int(p.name.split("-")[-1]))
-
-def program_reader(config: dict):
-    "completion text -> program, as in training (`tasks.program`: menu or code_block)."
-    from wmrl.adapters.train import _resolve
-    from wmrl.adapters.trl_adapter import code_from_completion, menu_program
-    kind = config["tasks"]["program"]
-    if kind == "menu":
-        return menu_program([_resolve(p).read_text() for p in config["tasks"]["menu"]])
-    if kind == "code_block":
-        return code_from_completion
-    raise ValueError(f"single-turn evaluation reads tasks.program menu or code_block, not {kind!r} (agent: play_episodes)")
-
-# %% ../../nbs/570_dsbench.ipynb #b2f82efa
-def sample_answers(config: dict, model_dir, tasks: dict, samples: int, seed: int = 0,
-                   temperature: float = 0.8) -> dict[str, list[str]]:
-    "`samples` answers per task from the policy in `model_dir`, prompted as in training (chat or plain text)."
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from wmrl.adapters.train import build_dataset_rows
-    if not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be a positive int, got {samples!r}")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto").to(device).eval()
-    trl = config["trl"]
-    one_each = {**config, "tasks": {**config["tasks"], "prompts_per_task": 1}}
-    answers = {}
-    for index, row in enumerate(build_dataset_rows(one_each, tasks)):
-        prompt = row["prompt"]
-        if isinstance(prompt, list):
-            prompt = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True,
-                                                   **trl.get("chat_template_kwargs", {}))
-        inputs = tokenizer(prompt, return_tensors="pt").to(device)
-        torch.manual_seed(seed * 1000 + index)
-        with torch.no_grad():
-            output = model.generate(**inputs, do_sample=True, temperature=temperature, num_return_sequences=samples,
-                                    max_new_tokens=int(trl.get("max_completion_length", 256)),
-                                    pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
-        answers[row["task_id"]] = tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-    return answers
-
-# %% ../../nbs/570_dsbench.ipynb #5d176e02
-def execute_answers(config: dict, tasks: dict, answers: dict[str, list[str]], workers: int = 2) -> dict:
-    "Run every answer's program in the sandbox: per task a list of {status, position, raw_score, wall_s}."
-    from wmrl.execution.sandbox import execute
-    program = program_reader(config)
-    sandbox, limits = config["sandbox"], sandbox_limits(config)
-    jobs = [(task_id, program(text)) for task_id, texts in answers.items() for text in texts]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        records = list(pool.map(lambda job: execute(tasks[job[0]], job[1], sandbox.get("backend"), limits), jobs))
-    results: dict[str, list[dict]] = {task_id: [] for task_id in answers}
-    for (task_id, _), record in zip(jobs, records):
-        ok = record.status == "ok"
-        results[task_id].append({"status": record.status, "position": float(record.position) if ok else None,
-                                 "raw_score": float(record.raw_score) if ok else None, "wall_s": float(record.wall_s)})
-    return results
-
-# %% ../../nbs/570_dsbench.ipynb #9867d7da
-def _load_policy(model_dir):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto").to(device).eval(), tokenizer, device
-
-def play_episodes(config: dict, model_dir, tasks: dict, samples: int, seed: int = 0, temperature: float = 0.8) -> dict:
-    "Agent mode: `samples` episodes per task with the real sandbox; records like execute_answers' (best of the episode)."
-    import torch
-
-    from wmrl.adapters.mledojo import KaggleEnv
-    from wmrl.adapters.research_agent import menu_message, run_episode
-    from wmrl.adapters.train import agent_menu
-    agent, trl = config["agent"], config["trl"]
-    model, tokenizer, device = _load_policy(model_dir)
-    respond = menu_message(agent_menu(agent["menu"])) if agent.get("menu") else None
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-
-    def generate(messages, max_new_tokens: int = 4096) -> str:
-        if getattr(tokenizer, "chat_template", None):
-            prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                                   **trl.get("chat_template_kwargs", {}))
-        else:
-            prompt = "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant: "
-        inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(device)
-        with torch.no_grad():
-            output = model.generate(**inputs, do_sample=True, temperature=temperature, max_new_tokens=max_new_tokens,
-                                    pad_token_id=pad)
-        text = tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-        return respond(text) if respond else text
-    limits = sandbox_limits(config)
-    results = {}
-    for index, (name, task) in enumerate(tasks.items()):
-        results[name] = []
-        for sample in range(samples):
-            torch.manual_seed(seed * 100003 + index * samples + sample)
-            env = KaggleEnv(task, backend=config["sandbox"].get("backend"), limits=limits)
-            trajectory = run_episode(generate, env, task, max_turns=agent["max_turns"], max_new_tokens=agent["max_new_tokens"],
-                                     observation_max_tokens=agent["observation_max_tokens"],
-                                     overview_max_tokens=agent["overview_max_tokens"], tokenizer=tokenizer)
-            ok = env.best_position_score is not None
-            results[name].append({"status": "ok" if ok else (trajectory.statuses or ["no_submission"])[-1],
-                                  "position": env.best_position_score, "raw_score": env.best_raw_score,
-                                  "wall_s": float(sum(t.env_s for t in trajectory.turns)), "turns": len(trajectory.turns)})
-    return results
-
-def evaluate_heldout(config: dict, model_dir, tasks: dict, samples: int, seed: int = 0, temperature: float = 0.8,
-                     workers: int = 2) -> dict:
-    "Held-out records for the run's program mode: single-turn answers (menu / code_block) or agent episodes."
-    if config["tasks"]["program"] == "agent":
-        return play_episodes(config, model_dir, tasks, samples, seed, temperature)
-    answers = sample_answers(config, model_dir, tasks, samples, seed, temperature)
-    return execute_answers(config, tasks, answers, workers)
-
-# %% ../../nbs/570_dsbench.ipynb #7774422e
-def score_heldout(results: dict, tasks: dict, benchmark: str) -> dict:
-    "Percentiles (and, for DSBench, RPG) of execute_answers' records; categories come from the tasks."
-    if benchmark not in ("mle-dojo", "dsbench"):
-        raise ValueError(f"benchmark must be 'mle-dojo' or 'dsbench', got {benchmark!r}")
-    categories = {name: tasks[name].category for name in results}
-    positions = {name: [r["position"] for r in records] for name, records in results.items()}
-    heldout = leaderboard_percentile(positions, categories, benchmark)
-    statuses = Counter(r["status"] for records in results.values() for r in records)
-    out = {"heldout": {**heldout, "statuses": dict(statuses)}}
-    if benchmark == "dsbench":
-        raw = {name: [r["raw_score"] for r in records] for name, records in results.items()}
-        references = {name: rpg_reference(tasks[name]) for name in results}
-        out["rpg"] = {**dsbench_scores(raw, references, categories), "references": references}
-    return out
-
-# %% ../../nbs/570_dsbench.ipynb #41e55a78
-BENCHMARK_KNOBS = {"config": "tiny-cpu", "method": "wmrl", "seed": 0, "steps": 0, "data_root": "", "train_competitions": [],
-                   "heldout_tasks": [], "heldout_root": "", "leaderboard_dir": "", "eval_samples": 8,
-                   "eval_temperature": 0.8, "checkpoint": "", "overrides": [], "workers": 2, "out_dir": "", "progress": True}
-
-def benchmark_config(params: dict) -> dict:
-    "The resolved training config of a benchmark run from the template's parameters (unknown knobs are errors)."
-    from wmrl.adapters.train import load_config
-    if unknown := sorted(set(params) - set(BENCHMARK_KNOBS)):
-        raise ValueError(f"unknown benchmark template parameters {unknown}; known: {sorted(BENCHMARK_KNOBS)}")
-    p = {**BENCHMARK_KNOBS, **params}
-    if not isinstance(p["overrides"], list):
-        raise TypeError(f"overrides must be a list of key=value strings, got {p['overrides']!r}")
-    out_dir = Path(p["out_dir"] or ".").resolve()
-    data_root = p["data_root"] or str(out_dir / "data")
-    train = list(p["train_competitions"]) or (["breast-cancer-mini"] if not p["data_root"] else list(PAPER_TRAIN))
-    overrides = [f"method={p['method']}", f"seed={p['seed']}", f"output_dir={out_dir / 'train'}", "tasks.loader=mledojo",
-                 f"tasks.root={data_root}", f"tasks.paths={json.dumps(train)}"]
-    if p["steps"]:
-        overrides.append(f"trl.max_steps={int(p['steps'])}")
-    config = load_config(p["config"], overrides + list(p["overrides"]))
-    steps = config["trl"].get("max_steps", -1)
-    if config["trl"].get("save_strategy", "steps") == "no" and steps and steps > 0:
-        config = load_config(p["config"], overrides + ["trl.save_strategy=steps", f"trl.save_steps={steps}"] + list(p["overrides"]))
-    return config
-
-def paper_scale(config: dict) -> str:
-    "Which paper column a run compares with: 9B for a 9B config, 4B otherwise."
-    return "9B" if re.search(r"9b", f"{config.get('name', '')} {config['model'].get('path')}", re.IGNORECASE) else "4B"
-
-# %% ../../nbs/570_dsbench.ipynb #d8809c30
-def compute_parts(training: dict, eval_wall_s: float = 0.0, eval_sandbox_s: float = 0.0) -> dict:
-    "GPU-hours = wall × GPUs / 3600 + sandbox seconds / 3600, with both parts; evaluation cost kept apart."
-    for key in ("wall_s", "gpus", "sandbox_s"):
-        if key not in training or training[key] is None or not math.isfinite(float(training[key])):
-            raise ValueError(f"training summary lacks a finite {key!r} (the dict run_training returns)")
-    wall_hours = float(training["wall_s"]) * float(training["gpus"]) / 3600.0
-    sandbox_hours = float(training["sandbox_s"]) / 3600.0
-    return {"train_wall_s": float(training["wall_s"]), "gpus": int(training["gpus"]), "gpu_hours_wall": wall_hours,
-            "sandbox_s": float(training["sandbox_s"]), "sandbox_hours": sandbox_hours,
-            "gpu_hours": wall_hours + sandbox_hours, "world_model_s": float(training.get("world_model_s") or 0.0),
-            "eval_wall_s": float(eval_wall_s), "eval_sandbox_s": float(eval_sandbox_s)}

@@ -8,27 +8,23 @@ Docs: https://github.com/wmrl-kit/wmrl/mledojo.html.md"""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
-import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..execution.grading import METRICS, category_average, dsbench_category, get_metric, leaderboard_position
+from ..execution.grading import METRICS, category_average, dsbench_category, get_metric
 from ..execution.tasks import Task, TaskError, read_leaderboard
 
 # %% auto #0
 __all__ = ['PAPER_TRAIN', 'PAPER_HELDOUT', 'MLEDOJO_CATEGORIES', 'DSBENCH_CATEGORIES', 'COMPETITION_METRICS', 'MINI_DESCRIPTION',
-           'INFO_TYPES', 'find_mledojo_data', 'competition_direction', 'Competition', 'load_competition',
-           'build_mini_competition', 'prepare_dsbench_task', 'competition_info', 'board_position', 'execution_feedback',
-           'KaggleEnv', 'mledojo_available', 'make_env', 'leaderboard_percentile', 'dsbench_rpg', 'cli_mledojo']
+           'find_mledojo_data', 'competition_direction', 'Competition', 'load_competition', 'build_mini_competition',
+           'prepare_dsbench_task', 'leaderboard_percentile', 'dsbench_rpg', 'cli_mledojo']
 
 # %% ../../nbs/550_mledojo.ipynb #9d7fb0c4
 PAPER_TRAIN: tuple[str, ...] = (
@@ -49,6 +45,7 @@ PAPER_TRAIN: tuple[str, ...] = (
     "dogs-vs-cats-redux-kernels-edition", "petfinder-pawpularity-score", "plant-seedlings-classification",
     "shopee-product-matching", "the-nature-conservancy-fisheries-monitoring")
 
+# %% ../../nbs/550_mledojo.ipynb #cdde1aee
 PAPER_HELDOUT: dict[str, str] = {
     **dict.fromkeys(("GiveMeSomeCredit", "forest-cover-type-kernels-only", "novozymes-enzyme-stability-prediction",
                      "integer-sequence-learning", "afsis-soil-properties"), "tabular"),
@@ -93,6 +90,7 @@ COMPETITION_METRICS: dict[str, str] = {
     "petfinder-pawpularity-score": "rmse",
 }
 
+# %% ../../nbs/550_mledojo.ipynb #41972074
 def competition_direction(name: str, info_root=None) -> bool | None:
     "higher_is_better from MLE-Dojo's `higher_is_better.json` in `info_root`, or None when unknown there."
     if info_root is None:
@@ -150,6 +148,15 @@ def _columns_from_sample(data_dir: Path) -> tuple[str, tuple[str, ...]]:
     return columns[0], tuple(columns[1:])
 
 # %% ../../nbs/550_mledojo.ipynb #788205cd
+def _competition_dir(root, name) -> Path:
+    "The competition's folder; a name is one folder name, never a path that could leave `root`."
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"name must be a competition folder name, got {name!r}")
+    comp_dir = Path(root) / name
+    if not comp_dir.is_dir():
+        raise TaskError(f"competition folder not found: {comp_dir}")
+    return comp_dir
+
 def _metadata(comp_dir: Path, data_dir: Path) -> dict:
     "Optional overrides from `wmrl.json` (in the competition folder or its data folder)."
     for path in (comp_dir / "wmrl.json", data_dir / "wmrl.json"):
@@ -163,6 +170,7 @@ def _metadata(comp_dir: Path, data_dir: Path) -> dict:
             return meta
     return {}
 
+# %% ../../nbs/550_mledojo.ipynb #b7a9daf1
 def _resolve_metric(name: str, metric: str | None, meta: dict, info_root) -> tuple[str, bool]:
     "Kit metric name and direction; the direction file, when it knows the competition, must agree."
     metric = metric or meta.get("metric") or COMPETITION_METRICS.get(name)
@@ -185,11 +193,7 @@ def load_competition(root, name: str, metric: str | None = None, category: str |
     """Read competition `name` prepared by MLE-Dojo under `root` into a kit `Competition` (validated like a task
     folder). `info_root` is the folder with MLE-Dojo's `higher_is_better.json` (default: `find_mledojo_data()`)."""
     from wmrl.execution.tasks import _check_tables  # the same table checks as every kit task folder
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"name must be a competition folder name, got {name!r}")
-    comp_dir = Path(root) / name
-    if not comp_dir.is_dir():
-        raise TaskError(f"competition folder not found: {comp_dir}")
+    comp_dir = _competition_dir(root, name)
     data_dir = _data_dir(comp_dir)
     meta = _metadata(comp_dir, data_dir)
     info_root = find_mledojo_data() if info_root is None else info_root
@@ -226,6 +230,22 @@ Area under the ROC curve between the predicted probability and the observed targ
 A CSV with the columns id, target: one row per test id, the predicted probability that the mass is malignant.
 """
 
+# %% ../../nbs/550_mledojo.ipynb #be0ee170
+def _attach_boards(data: Path, test: pd.DataFrame, board_source) -> None:
+    "Copy real boards in, or write the kit's reference boards when none are given."
+    if board_source is not None:
+        for board in ("public", "private"):
+            shutil.copyfile(Path(board_source) / f"{board}_leaderboard.csv", data / "private" / f"{board}_leaderboard.csv")
+        return
+    from wmrl.execution.task_builder import reference_leaderboard
+    from wmrl.execution.tasks import TaskFrames
+    train = pd.read_csv(data / "public" / "train.csv")
+    frames = TaskFrames(train, test.drop(columns="target"), test[["id", "target"]], "roc_auc", "id", ("target",))
+    for board, scores in reference_leaderboard(frames).items():
+        pd.DataFrame({"rank": np.arange(1, len(scores) + 1), "score": scores}).to_csv(
+            data / "private" / f"{board}_leaderboard.csv", index=False)
+
+# %% ../../nbs/550_mledojo.ipynb #6b843020
 def build_mini_competition(root, name: str = "breast-cancer-mini", board_source=None, seed: int = 0) -> Path:
     """Write a small AUC competition in MLE-Dojo's prepared layout under `root/name` and return that folder.
     `board_source` is a folder with real `public_leaderboard.csv` / `private_leaderboard.csv` to attach."""
@@ -248,19 +268,6 @@ def build_mini_competition(root, name: str = "breast-cancer-mini", board_source=
     (Path(root) / name / "wmrl.json").write_text(json.dumps({"metric": "roc_auc", "category": "tabular",
                                                              "compute_budget_s": 60}))
     return Path(root) / name
-
-def _attach_boards(data: Path, test: pd.DataFrame, board_source) -> None:
-    "Copy real boards in, or write the kit's reference boards when none are given."
-    if board_source is not None:
-        for board in ("public", "private"):
-            shutil.copyfile(Path(board_source) / f"{board}_leaderboard.csv", data / "private" / f"{board}_leaderboard.csv")
-        return
-    from wmrl.execution.tasks import TaskFrames, reference_leaderboard
-    train = pd.read_csv(data / "public" / "train.csv")
-    frames = TaskFrames(train, test.drop(columns="target"), test[["id", "target"]], "roc_auc", "id", ("target",))
-    for board, scores in reference_leaderboard(frames).items():
-        pd.DataFrame({"rank": np.arange(1, len(scores) + 1), "score": scores}).to_csv(
-            data / "private" / f"{board}_leaderboard.csv", index=False)
 
 # %% ../../nbs/550_mledojo.ipynb #19aceccd
 def prepare_dsbench_task(resplit_dir, answer_path, description_path, out_root, name: str | None = None,
@@ -286,244 +293,6 @@ def prepare_dsbench_task(resplit_dir, answer_path, description_path, out_root, n
     sample.to_csv(data / "public" / "sample_submission.csv", index=False)
     return Path(out_root) / name
 
-# %% ../../nbs/550_mledojo.ipynb #bf94dfcd
-INFO_TYPES = ("overview", "sample_submission", "data_structure", "data_path", "output_path", "name", "metadata", "all")
-
-def _data_structure(folder: Path, max_entries: int = 10, depth: int = 2, indent: str = "") -> list[str]:
-    "A tree of `folder`, at most `max_entries` entries per folder (MLE-Dojo's data_structure view)."
-    lines, entries = [], sorted(folder.iterdir())
-    for path in entries[:max_entries]:
-        if path.is_dir():
-            lines.append(f"{indent}{path.name}/")
-            if depth > 1:
-                lines += _data_structure(path, max_entries, depth - 1, indent + "    ")
-        else:
-            lines.append(f"{indent}{path.name} ({path.stat().st_size} bytes)")
-    if len(entries) > max_entries:
-        lines.append(f"{indent}... and {len(entries) - max_entries} more")
-    return lines
-
-# %% ../../nbs/550_mledojo.ipynb #80355f75
-def competition_info(task, info_type: str = "all"):
-    "What `request_info(info_type)` returns for `task`; ValueError for an unknown info_type."
-    if info_type not in INFO_TYPES:
-        raise ValueError(f"unknown info_type {info_type!r}; expected one of {INFO_TYPES}")
-    sample = pd.read_csv(task.sample_submission_path, nrows=3)
-    table = {
-        "overview": task.description,
-        "sample_submission": sample.to_dict(orient="list"),
-        "data_structure": "\n".join(["public/ (read it from os.environ['DATA_DIR'])", *_data_structure(task.public_dir, indent="    ")]),
-        "data_path": "os.environ['DATA_DIR'] (a read-only copy of the competition's public/ folder)",
-        "output_path": "os.environ['SUBMISSION_PATH'] (write submission.csv exactly there)",
-        "name": task.name,
-        "metadata": {"metric": task.metric, "higher_is_better": task.higher_is_better, "category": task.category,
-                     "id_column": task.id_column, "target_columns": list(task.target_columns),
-                     "time_limit_s": task.compute_budget_s},
-    }
-    return table if info_type == "all" else table[info_type]
-
-# %% ../../nbs/550_mledojo.ipynb #f056b893
-_LAUNCHER_FRAME = re.compile(r'^\s*File "<string>", line \d+, in <module>\n', re.MULTILINE)
-
-def _stderr_text(record, code: str, limit_s: float) -> str:
-    "What an execution failure says: a traceback, as python would print it for solution.py."
-    from wmrl.world_model.verdicts import format_traceback, syntax_error_of
-    if record.status == "syntax_error":
-        err = syntax_error_of(code)
-        if err is not None:
-            return format_traceback("SyntaxError", err.msg or "invalid syntax", err.lineno or 0, code)
-    if record.status == "timeout":
-        return f"Process execution timed out after {limit_s:g}s"
-    text = _LAUNCHER_FRAME.sub("", record.stderr_tail).replace("WMRL_MEMORY_ERROR\n", "").strip()
-    return text or record.message
-
-def board_position(score: float, board, higher_is_better: bool) -> tuple[int, int]:
-    "(p, N): 1-based position of `score` on a board (ties take the better place) and the board size."
-    q = leaderboard_position(score, board, higher_is_better)
-    n = int(np.sum(~np.isnan(np.asarray(board, dtype=float))))
-    return int(round(n * (1 - q))) + 1, n
-
-# %% ../../nbs/550_mledojo.ipynb #3ad2d56e
-def _submission_block(task, record, best_raw, best_position) -> str:
-    "MLE-Dojo's '=== Submission Evaluation ===' block for one execution record."
-    if record.status == "no_submission":
-        return "=== Submission Evaluation ===\nSubmission error (SubmissionNotFoundError): no submission.csv was written to SUBMISSION_PATH"
-    if record.status == "invalid_submission":
-        return f"=== Submission Evaluation ===\nSubmission error (InvalidSubmissionError): {record.message}"
-    lines = ["=== Submission Evaluation ===", "Submission successful"]
-    for board, scores in (("Private", task.private_leaderboard()), ("Public", task.public_leaderboard())):
-        position, total = board_position(record.raw_score, scores, task.higher_is_better)
-        lines.append(f"{board} Leaderboard: Position {position} / {total}")
-    lines += [f"Raw Score: {record.raw_score}", f"Average Position Score: {record.position:.4f}",
-              f"Best Raw Score: {best_raw}", f"Best Position Score: {best_position}"]
-    return "\n".join(lines)
-
-def execution_feedback(task, record, code: str, best_raw=None, best_position=None) -> str:
-    "The full '=== Code Execution Results ===' text for one execution record."
-    ran = record.status in ("ok", "no_submission", "invalid_submission")
-    if ran:
-        head = f"Execution successful\nCode execution time: {record.wall_s:.2f}s"
-        head += f"\nCode output: {record.stdout_tail.strip()}" if record.stdout_tail.strip() else ""
-        return f"=== Code Execution Results ===\n{head}\n\n{_submission_block(task, record, best_raw, best_position)}"
-    limit = task.compute_budget_s
-    return f"=== Code Execution Results ===\nExecution failed: {_stderr_text(record, code, limit)}"
-
-# %% ../../nbs/550_mledojo.ipynb #5d68d6a6
-class KaggleEnv:
-    "MLE-Dojo's KaggleEnvironment interface on a kit task: step(action, **kwargs) -> (observation, reward)."
-    actions = ("request_info", "validate_code", "execute_code", "reset", "get_history")
-
-    def __init__(self, task, output_dir=None, backend=None, limits=None):
-        for needed in ("public_dir", "answer_path", "public_leaderboard", "higher_is_better"):
-            if not hasattr(task, needed):
-                raise TypeError(f"task must be a kit Task (from load_task / load_competition); it lacks {needed!r}")
-        self.task, self.backend, self.limits = task, backend, limits
-        self.output_dir = Path(output_dir) if output_dir is not None else None
-        self.reset()
-
-    def reset(self):
-        "Forget the episode; MLE-Dojo's reset returns (observation, {}) with its own smaller set of keys."
-        self.total_reward, self.current_raw_score, self.current_position_score = 0.0, 0.0, 0.0
-        self.best_raw_score = self.best_position_score = self.best_code = self.last_record = None
-        self.step_count, self.history = 0, []
-        obs = {"feedback": f"Environment reset for competition {self.task.name}", "total_reward": 0.0,
-               "current_raw_score": 0.0, "current_position_score": 0.0, "history_summary": self._summary()}
-        return obs, {}
-
-    def _summary(self) -> str:
-        last = self.history[-1]["action"] if self.history else "None"
-        return f"Total Actions: {len(self.history)}, Last Action: {last}"
-
-    def get_history(self) -> list[dict]:
-        "A copy of every step so far: action, arguments, status, reward, feedback (and the execution record)."
-        return [dict(entry) for entry in self.history]
-
-# %% ../../nbs/550_mledojo.ipynb #497729cd
-def _step(self, action: str, **kwargs):
-    "Run one action; return MLE-Dojo's 2-tuple (observation, reward)."
-    if action not in self.actions:
-        raise ValueError(f"invalid action {action!r}; expected one of {self.actions}")
-    if action == "reset":
-        return self.reset()[0], 0.0
-    code = kwargs.get("code")
-    if action in ("validate_code", "execute_code") and (not isinstance(code, str) or not code.strip()):
-        raise ValueError(f"{action} needs code=<python source>, got {code!r:.40}")
-    self.step_count += 1
-    if action == "get_history":
-        status, text, reward, extra = "SUCCESS", "=== History ===\n" + self._summary(), 0.0, {}
-    elif action == "request_info":
-        status, text, reward, extra = self._request_info(kwargs.get("info_type", "all"))
-    else:
-        status, text, reward, extra = (self._execute if action == "execute_code" else self._validate)(code)
-    self.total_reward += reward
-    self.history.append({"step": self.step_count, "action": action, "status": status, "reward": reward,
-                         "feedback": text, **extra})
-    self._save()
-    observation = {"action_status": status, "feedback": {"base": {"feedback_status": "SUCCESS", "feedback": text}},
-                   "current_raw_score": self.current_raw_score, "current_position_score": self.current_position_score,
-                   "best_raw_score": self.best_raw_score, "best_position_score": self.best_position_score,
-                   "history_summary": self._summary()}
-    return observation, reward
-
-KaggleEnv.step = _step
-
-# %% ../../nbs/550_mledojo.ipynb #777b617b
-def _request_info(self, info_type):
-    try:
-        data = competition_info(self.task, info_type)
-    except ValueError as err:
-        return "FAILED", f"=== Competition Info ===\nNo information available or request failed: {err}", 0.0, {"info_type": info_type}
-    render = lambda value: value if isinstance(value, str) else json.dumps(value, default=str)
-    shown = "\n".join(f"[{key}]\n{render(value)}" for key, value in data.items()) if info_type == "all" else render(data)
-    return "SUCCESS", f"=== Competition Info ===\nYour requested information ({info_type}):\n{shown}", 0.0, {"info_type": info_type}
-
-def _run(self, code: str):
-    from wmrl.execution.sandbox import execute
-    record = execute(self.task, code, backend=self.backend, limits=self.limits)
-    self.last_record = record
-    return record
-
-def _archive(self, kind: str, code: str) -> None:
-    if self.output_dir is not None:
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        (self.output_dir / f"{kind}_{self.step_count}.py").write_text(code)
-
-def _save(self) -> None:
-    "env_history/history.json, as MLE-Dojo keeps it (with the best code and scores)."
-    if self.output_dir is None:
-        return
-    folder = self.output_dir / "env_history"
-    folder.mkdir(parents=True, exist_ok=True)
-    payload = {"history": self.history, "total_reward": self.total_reward, "best_code": self.best_code,
-               "best_raw_score": self.best_raw_score, "best_position_score": self.best_position_score,
-               "step_count": self.step_count}
-    (folder / "history.json").write_text(json.dumps(payload, indent=1, default=str))
-
-KaggleEnv._request_info, KaggleEnv._run, KaggleEnv._archive, KaggleEnv._save = _request_info, _run, _archive, _save
-
-# %% ../../nbs/550_mledojo.ipynb #455dcc25
-def _execute(self, code: str):
-    "execute_code: run, grade, update the current and best scores; reward = the position score (0 if ungraded)."
-    self._archive("execution", code)
-    record = self._run(code)
-    reward = 0.0
-    if record.status == "ok":
-        reward = float(record.position)
-        self.current_raw_score, self.current_position_score = float(record.raw_score), reward
-        better = self.best_raw_score is None or (record.raw_score > self.best_raw_score if self.task.higher_is_better
-                                                 else record.raw_score < self.best_raw_score)
-        if better:
-            self.best_raw_score, self.best_code = float(record.raw_score), code
-        self.best_position_score = max(reward, self.best_position_score or 0.0)
-    text = execution_feedback(self.task, record, code, self.best_raw_score, self.best_position_score)
-    status = "SUCCESS" if record.status == "ok" else "FAILED"
-    return status, text, reward, {"code": code, "record": record.to_dict()}
-
-def _validate(self, code: str):
-    "validate_code: a syntax check and a full run whose submission is neither graded nor kept; reward 0."
-    from wmrl.world_model.verdicts import syntax_error_of
-    self._archive("validation", code)
-    if (err := syntax_error_of(code)) is not None:
-        text = f"=== Code Validation Results ===\nSyntax check failed: SyntaxError: {err.msg} (line {err.lineno})"
-        return "FAILED", text, 0.0, {"code": code}
-    record = self._run(code)
-    ran = record.status in ("ok", "no_submission", "invalid_submission")
-    runtime = ("Runtime check passed: Code executes without errors" + (f"\nCode output: {record.stdout_tail.strip()}" if record.stdout_tail.strip() else "")
-               if ran else f"Runtime check failed: {_stderr_text(record, code, self.task.compute_budget_s)}")
-    text = (f"=== Code Validation Results ===\nSyntax check passed: Valid Python code\n{runtime}\n"
-            f"Code execution time: {record.wall_s:.2f}s")
-    return ("SUCCESS" if ran else "FAILED"), text, 0.0, {"code": code, "record": record.to_dict()}
-
-KaggleEnv._execute, KaggleEnv._validate = _execute, _validate
-
-# %% ../../nbs/550_mledojo.ipynb #3c879908
-def mledojo_available() -> bool:
-    "Whether the real `mledojo` package (its gym module) can be imported."
-    try:
-        return importlib.util.find_spec("mledojo") is not None and importlib.util.find_spec("mledojo.gym") is not None
-    except (ImportError, ValueError):
-        return False
-
-def make_env(task, use_mledojo: bool | None = None, output_dir=None, **kwargs):
-    "MLE-Dojo's KaggleEnvironment if `use_mledojo` (default: when importable), else the kit's KaggleEnv."
-    if use_mledojo is None:
-        use_mledojo = mledojo_available()
-    if not use_mledojo:
-        return KaggleEnv(task, output_dir=output_dir, **kwargs)
-    if not mledojo_available():
-        raise ImportError("use_mledojo=True but the mledojo package is not importable; install it from "
-                          "https://github.com/MLE-Dojo/MLE-Dojo or pass use_mledojo=False")
-    from mledojo.competitions import get_metric as mledojo_metric
-    from mledojo.gym.competition import CompetitionRegistry, CompInfo
-    from mledojo.gym.env import KaggleEnvironment
-    registry = CompetitionRegistry()
-    registry.register(name=task.name, data_dir=str(task.root), metric_class=mledojo_metric(task.name),
-                      comp_info=CompInfo(category=task.category.capitalize(), higher_is_better=task.higher_is_better))
-    output_dir = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="wmrl-mledojo-"))
-    limits = {"execution_timeout": int(task.compute_budget_s), "cpu_time_limit": int(task.compute_budget_s)}
-    return KaggleEnvironment.make(competition_name=task.name, output_dir=str(output_dir), competition_registry=registry,
-                                  score_mode="position", **{**limits, **kwargs})
-
 # %% ../../nbs/550_mledojo.ipynb #2ac35b95
 def _trajectory_values(task: str, values) -> np.ndarray:
     "Best positions of one task's trajectories; None/NaN (no valid submission) count 0, anything else must be in [0, 1]."
@@ -534,6 +303,7 @@ def _trajectory_values(task: str, values) -> np.ndarray:
         raise ValueError(f"{task}: best positions must lie in [0, 1], got {array[(array < 0) | (array > 1)][:3]}")
     return np.nan_to_num(array, nan=0.0)
 
+# %% ../../nbs/550_mledojo.ipynb #e2863872
 def leaderboard_percentile(per_task_best_positions: dict, categories: dict | None = None,
                            benchmark: str = "mle-dojo") -> dict:
     """{task: [best position per trajectory]} -> per-task percentile (×100), per-category means and their mean.
@@ -567,6 +337,17 @@ def dsbench_rpg(scores: dict, baselines: dict, ideals: dict) -> dict:
             "completion_rate": float(np.mean([scores.get(t) is not None and math.isfinite(scores[t]) for t in baselines]))}
 
 # %% ../../nbs/550_mledojo.ipynb #2600013b
+def _check(root, name: str, metric, leaderboard_dir) -> dict:
+    "What `mledojo check` reports for one competition: what the kit read, or the one-line reason it could not."
+    try:
+        comp = load_competition(root, name, metric=metric, leaderboard_dir=leaderboard_dir)
+    except (TaskError, ValueError) as err:
+        return {"name": name, "ok": False, "error": str(err)}
+    return {"name": name, "ok": True, "metric": comp.metric, "higher_is_better": comp.higher_is_better,
+            "id_column": comp.id_column, "target_columns": list(comp.target_columns),
+            "boards": [len(comp.public_leaderboard()), len(comp.private_leaderboard())], "board_dir": str(comp.board_dir)}
+
+# %% ../../nbs/550_mledojo.ipynb #f6c63c52
 def cli_mledojo(argv: list[str] | None = None) -> int:
     "`mledojo check ROOT NAME...` / `mledojo split`: JSON on stdout."
     parser = argparse.ArgumentParser(prog="wmrl mledojo", description="MLE-Dojo competitions prepared for the kit.")
@@ -583,14 +364,7 @@ def cli_mledojo(argv: list[str] | None = None) -> int:
         return 0
     report, code = [], 0
     for name in args.names:
-        try:
-            comp = load_competition(args.root, name, metric=args.metric, leaderboard_dir=args.leaderboard_dir)
-            report.append({"name": name, "ok": True, "metric": comp.metric, "higher_is_better": comp.higher_is_better,
-                           "id_column": comp.id_column, "target_columns": list(comp.target_columns),
-                           "boards": [len(comp.public_leaderboard()), len(comp.private_leaderboard())],
-                           "board_dir": str(comp.board_dir)})
-        except (TaskError, ValueError) as err:
-            report.append({"name": name, "ok": False, "error": str(err)})
-            code = 1
+        report.append(_check(args.root, name, args.metric, args.leaderboard_dir))
+        code = code if report[-1]["ok"] else 1
     print(json.dumps(report, indent=1))
     return code
