@@ -25,7 +25,8 @@ from wmrl.autoresearch.agent import (
     with_mistake,
 )
 from wmrl.execution.sandbox import SandboxLimits, execute
-from wmrl.execution.tasks import load_task, write_task
+from wmrl.execution.task_builder import write_task
+from wmrl.execution.tasks import load_task
 
 IRIS = Path(__file__).resolve().parent.parent / "toy" / "tasks" / "iris"
 LIMITS = SandboxLimits.from_settings(wall_s=12)  # short, so that too_slow costs 12 s, not the task's 60

@@ -23,7 +23,8 @@ from contamination_attacks import ATTACKS, BESIDE, fill
 
 from wmrl.execution.pool import ExecutionPool
 from wmrl.execution.sandbox import SandboxLimits, bwrap_works, execute, get_backend
-from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.task_builder import build_iris_task
+from wmrl.execution.tasks import load_task
 from wmrl.execution.warm import WarmBackend
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,7 +22,8 @@ from wmrl.execution.grading import (
     relative_performance_gap,
     validate_submission,
 )
-from wmrl.execution.tasks import load_task, write_task
+from wmrl.execution.task_builder import write_task
+from wmrl.execution.tasks import load_task
 
 IRIS = Path(__file__).resolve().parent.parent / "toy" / "tasks" / "iris"
 

@@ -10,7 +10,8 @@ import pytest
 
 from wmrl.execution.pool import ExecutionJob, ExecutionPool, ledger
 from wmrl.execution.sandbox import SandboxLimits, get_backend
-from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.task_builder import build_iris_task
+from wmrl.execution.tasks import load_task
 
 LIMITS = SandboxLimits(wall_s=10, memory_mb=512, nproc=32, disk_mb=32)
 QUICK = ("import os, shutil\n"

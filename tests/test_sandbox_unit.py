@@ -29,7 +29,8 @@ from wmrl.execution.sandbox import (
     fetch_submission,
     get_backend,
 )
-from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.task_builder import build_iris_task
+from wmrl.execution.tasks import load_task
 
 
 @pytest.fixture(scope="module")

@@ -11,19 +11,8 @@ from sklearn.datasets import load_breast_cancer, load_diabetes
 from sklearn.model_selection import train_test_split
 
 from wmrl.execution.grading import METRICS, grade_submission_file, leaderboard_position
-from wmrl.execution.tasks import (
-    REFERENCE_MODELS,
-    Task,
-    TaskError,
-    TaskFrames,
-    build_iris_task,
-    cli_tasks,
-    load_suite,
-    load_task,
-    read_leaderboard,
-    reference_leaderboard,
-    write_task,
-)
+from wmrl.execution.task_builder import REFERENCE_MODELS, build_iris_task, cli_tasks, reference_leaderboard, write_task
+from wmrl.execution.tasks import Task, TaskError, TaskFrames, load_suite, load_task, read_leaderboard
 
 ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "toy" / "tasks" / "iris"

@@ -18,10 +18,10 @@ __all__ = ['COMMANDS', 'main']
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "core"), "wmrl.core.bench:cli_bench_core", "time the core: correction step, isotonic refits, map application"),
     (("run",), "wmrl.execution.sandbox:cli_run", "execute one solution for real in the sandbox and print its record"),
-    (("grade",), "wmrl.execution.grading:cli_grade", "grade a submission file against a task folder"),
+    (("grade",), "wmrl.execution.tasks:cli_grade", "grade a submission file against a task folder"),
     (("predict",), "wmrl.world_model.backends:cli_predict", "predict a solution's outcome with the world model (eight checks)"),
     (("tasks", "build"), "wmrl.execution.suite:cli_tasks_build", "build the AutoResearch task suite (deterministic, cached)"),
-    (("tasks", "check"), "wmrl.execution.tasks:cli_tasks check", "validate task folders and name what is missing or malformed"),
+    (("tasks", "check"), "wmrl.execution.task_builder:cli_tasks check", "validate task folders and name what is missing or malformed"),
     (("agent",), "wmrl.autoresearch.agent:cli_agent", "sample or render solution programs from the program-writing policy"),
     (("reproduce", "bandit"), "wmrl.toy.bandit:cli_reproduce_bandit", "run the toy-bandit sweep (papermill) into a run folder"),
     (("reproduce", "autoresearch"), "wmrl.autoresearch.runner:cli_reproduce_autoresearch",

@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from wmrl.execution.grading import grade_submission_file, leaderboard_position
-    from wmrl.execution.tasks import build_iris_task, load_task
+    from wmrl.execution.task_builder import build_iris_task
+    from wmrl.execution.tasks import load_task
 
     iris = load_task(ROOT / "toy" / "tasks" / "iris")
     result = {"benchmark": "grading", "python": platform.python_version(), "cpus": os.cpu_count()}

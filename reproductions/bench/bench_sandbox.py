@@ -22,7 +22,8 @@ from pathlib import Path
 
 from wmrl.execution.pool import ExecutionPool
 from wmrl.execution.sandbox import SandboxLimits, get_backend
-from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.task_builder import build_iris_task
+from wmrl.execution.tasks import load_task
 
 QUICK = ("import os, shutil\n"
          "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])\n")

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from wmrl.execution.pool import ExecutionPool, ledger
 from wmrl.execution.sandbox import SandboxLimits, get_backend
-from wmrl.execution.tasks import build_iris_task, load_task
+from wmrl.execution.task_builder import build_iris_task
+from wmrl.execution.tasks import load_task
 from wmrl.execution.warm import WarmBackend
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,6 @@ Docs: https://github.com/wmrl-kit/wmrl/grading.html.md"""
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import pandas as pd
 # %% auto #0
 __all__ = ['STATUSES', 'METRICS', 'ladder_reward', 'Metric', 'get_metric', 'leaderboard_position', 'position_score',
            'InvalidSubmission', 'validate_submission', 'GradeResult', 'score_frames', 'score_submission',
-           'grade_submission_file', 'cli_grade', 'relative_performance_gap', 'category_average', 'dsbench_category']
+           'grade_submission_file', 'relative_performance_gap', 'category_average', 'dsbench_category']
 
 # %% ../../nbs/220_grading.ipynb #c082d4ad
 STATUSES = ("ok", "syntax_error", "runtime_error", "timeout", "memory", "no_submission", "invalid_submission")
@@ -83,6 +82,7 @@ def _log_loss(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     labels = np.argmax(y_true, axis=1)
     return float(-np.mean(np.log(prob[np.arange(len(labels)), labels])))
 
+# %% ../../nbs/220_grading.ipynb #81b28ac8
 def _roc_auc(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     "ROC AUC; several columns are one-vs-rest against a one-hot answer, macro-averaged."
     return float(_skm().roc_auc_score(y_true.astype(int), y_pred.astype(float), average="macro"))
@@ -109,6 +109,7 @@ def _more_metrics() -> list[Metric]:
             Metric("f1", m.f1_binary, True, "label"), Metric("f1_micro", m.f1_micro, True, "label"),
             Metric("map_at_3", m.map_at_3, True, "label"), Metric("jaccard_words", m.jaccard_words, True, "label")]
 
+# %% ../../nbs/220_grading.ipynb #6ceb80d8
 METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("accuracy", _per_column(lambda t, p: _skm().accuracy_score(t, p)), True, "label"),
     Metric("balanced_accuracy", _per_column(lambda t, p: _skm().balanced_accuracy_score(t, p)), True, "label"),
@@ -191,6 +192,7 @@ def validate_submission(task, submission: pd.DataFrame) -> None:
     for column in task.target_columns:
         _check_column(submission[column], column, kind, answer[column], single=len(task.target_columns) == 1)
 
+# %% ../../nbs/220_grading.ipynb #dd3be9e0
 def _check_column(values: pd.Series, column: str, kind: str, answers: pd.Series, single: bool = True) -> None:
     "NaN; non-numbers where numbers are needed; fractions where integer labels are needed; impossible probabilities."
     if n_nan := int(values.isna().sum()):
@@ -221,6 +223,7 @@ class GradeResult:
 
     def to_dict(self) -> dict: return asdict(self)
 
+# %% ../../nbs/220_grading.ipynb #1d91a821
 def _aligned(metric: Metric, id_column: str, target_columns, answer: pd.DataFrame, submission: pd.DataFrame):
     "Answer and prediction arrays in the answer's row order (ids compared as strings)."
     cols = list(target_columns)
@@ -237,7 +240,7 @@ def _aligned(metric: Metric, id_column: str, target_columns, answer: pd.DataFram
 def score_frames(metric_name: str, id_column: str, target_columns, answer: pd.DataFrame,
                  submission: pd.DataFrame) -> float:
     """Raw metric value of an (already validated) submission against answer rows.
-    The reference leaderboards of `210_tasks` are scored through this same function, so boards and grader agree."""
+    The reference leaderboards of `215_task_builder` are scored through this same function, so boards and grader agree."""
     metric = get_metric(metric_name)
     try:
         y_true, y_pred = _aligned(metric, id_column, target_columns, answer, submission)
@@ -271,26 +274,6 @@ def grade_submission_file(task, submission_path) -> GradeResult:
     position = position_score(score, task)
     message = f"{task.metric} = {score:.6g}; position score {position:.4f} (mean of public and private boards)"
     return GradeResult("ok", score, position, ladder_reward("ok", position), message)
-
-# %% ../../nbs/220_grading.ipynb #aa99ac9e
-def cli_grade(argv: list[str] | None = None) -> int:
-    "`grade TASK_DIR SUBMISSION_CSV`: the GradeResult as JSON on stdout."
-    import argparse
-    import json
-
-    from wmrl.execution.tasks import TaskError, load_task
-    parser = argparse.ArgumentParser(prog="wmrl grade", description="Grade a submission file against a task folder.")
-    parser.add_argument("task", help="task folder (MLE-Dojo layout)")
-    parser.add_argument("submission", help="the submission CSV a solution wrote")
-    args = parser.parse_args(argv)
-    try:
-        task = load_task(args.task)
-    except TaskError as err:
-        print(json.dumps({"error": str(err)}), file=sys.stderr)
-        return 2
-    result = grade_submission_file(task, args.submission)
-    print(json.dumps(result.to_dict()))
-    return 0 if result.status == "ok" else 1
 
 # %% ../../nbs/220_grading.ipynb #a730d38e
 def relative_performance_gap(p: float | None, baseline: float, ideal: float) -> float:

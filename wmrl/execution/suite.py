@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from .grading import InvalidSubmission, get_metric, score_frames
-from .tasks import Task, TaskError, load_task, write_task
+from .task_builder import write_task
+from .tasks import Task, TaskError, load_task
 
 # %% auto #0
 __all__ = ['ROLES', 'SUITE', 'REFERENCE_SEEDS', 'SUITE_FORMAT', 'POPULATION_COLUMNS', 'load_source', 'TaskSpec', 'prepare_table',

@@ -1,4 +1,4 @@
-"""MLE-Dojo-style task folders: load and validate them, write new ones, build reference leaderboards, and ship a tiny real task (iris).
+"""MLE-Dojo-style task folders: the `Task` record, loading that names the broken file, and grading a submission file against a folder.
 
 Docs: https://github.com/wmrl-kit/wmrl/tasks.html.md"""
 
@@ -8,21 +8,20 @@ Docs: https://github.com/wmrl-kit/wmrl/tasks.html.md"""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .grading import InvalidSubmission, get_metric, score_frames
+from .grading import get_metric, grade_submission_file
 
 # %% auto #0
-__all__ = ['CATEGORIES', 'REFERENCE_MODELS', 'IRIS_DESCRIPTION', 'TaskError', 'TaskFrames', 'Task', 'read_leaderboard',
-           'load_task', 'load_suite', 'reference_leaderboard', 'write_task', 'build_iris_task', 'cli_tasks']
+__all__ = ['CATEGORIES', 'TaskError', 'TaskFrames', 'Task', 'read_leaderboard', 'load_task', 'load_suite', 'cli_grade']
 
 # %% ../../nbs/210_tasks.ipynb #9e248a37
 CATEGORIES = ("binary", "multiclass", "regression", "tabular", "text", "image", "time_series", "other")
@@ -212,6 +211,7 @@ def load_task(path) -> Task:
                 compute_budget_s=float(meta["compute_budget_s"]), description=description_path.read_text(),
                 label_column=meta.get("label_column"), source=meta.get("source", ""))
 
+# %% ../../nbs/210_tasks.ipynb #778c8044
 def load_suite(folder) -> list[Task]:
     "Every task folder (a subfolder with a task.json) under `folder`, sorted by name."
     folder = Path(folder)
@@ -222,255 +222,18 @@ def load_suite(folder) -> list[Task]:
         raise TaskError(f"no task folders (subfolders with task.json) under {folder}")
     return tasks
 
-# %% ../../nbs/210_tasks.ipynb #ddee32ac
-def _classifiers(seed: int) -> dict:
-    from sklearn.dummy import DummyClassifier
-    from sklearn.ensemble import RandomForestClassifier
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.naive_bayes import GaussianNB
-    from sklearn.neighbors import KNeighborsClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.tree import DecisionTreeClassifier
-    models = {"prior": DummyClassifier(strategy="prior"), "stratified": DummyClassifier(strategy="stratified", random_state=seed),
-              "gaussian_nb": GaussianNB()}
-    models |= {f"logreg_C{c}": make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=1000))
-               for c in (0.01, 0.1, 1.0, 10.0)}
-    models |= {f"knn_{k}": make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=k)) for k in (1, 5, 15)}
-    models |= {f"tree_d{d}": DecisionTreeClassifier(max_depth=d, random_state=seed) for d in (1, 2, 4, None)}
-    models |= {f"forest_d{d}": RandomForestClassifier(n_estimators=20, max_depth=d, random_state=seed) for d in (3, None)}
-    return models
-
-def _regressors(seed: int) -> dict:
-    from sklearn.dummy import DummyRegressor
-    from sklearn.ensemble import RandomForestRegressor
-    from sklearn.linear_model import Ridge
-    from sklearn.neighbors import KNeighborsRegressor
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.tree import DecisionTreeRegressor
-    models = {"mean": DummyRegressor(strategy="mean"), "median": DummyRegressor(strategy="median")}
-    models |= {f"ridge_a{a}": make_pipeline(StandardScaler(), Ridge(alpha=a)) for a in (0.1, 10.0, 1000.0)}
-    models |= {f"knn_{k}": make_pipeline(StandardScaler(), KNeighborsRegressor(n_neighbors=k)) for k in (1, 5, 15)}
-    models |= {f"tree_d{d}": DecisionTreeRegressor(max_depth=d, random_state=seed) for d in (1, 2, 4, None)}
-    models |= {f"forest_d{d}": RandomForestRegressor(n_estimators=20, max_depth=d, random_state=seed) for d in (3, None)}
-    return models
-
-REFERENCE_MODELS = {"classification": _classifiers, "regression": _regressors}
-_CONSTANT_MODELS = ("prior", "stratified", "mean", "median")
-
-# %% ../../nbs/210_tasks.ipynb #24d524d5
-def _train_target(frames: TaskFrames) -> np.ndarray:
-    "What the reference models are fitted on."
-    targets, kind = list(frames.target_columns), get_metric(frames.metric).kind
-    if kind == "proba" and len(targets) > 1:
-        if frames.label_column is not None:
-            if frames.label_column not in frames.train.columns:
-                raise TaskError(f"label_column {frames.label_column!r} is not a column of train.csv")
-            return frames.train[frames.label_column].astype(str).to_numpy()
-        if all(c in frames.train.columns for c in targets):
-            return np.asarray(targets)[np.argmax(frames.train[targets].to_numpy(), axis=1)]
-        raise TaskError(f"multiclass probabilities need label_column or one-hot target columns {targets} in train.csv")
-    if missing := [c for c in targets if c not in frames.train.columns]:
-        raise TaskError(f"target column(s) {missing} are not in train.csv, so no reference model can be fitted")
-    if kind != "value" and len(targets) > 1:
-        raise TaskError(f"reference boards for {kind} metrics support one target column, got {targets}")
-    y = frames.train[targets].to_numpy()
-    return y[:, 0] if len(targets) == 1 else y
-
-def _features(frames: TaskFrames) -> list[str]:
-    "Numeric columns shared by train and test, except the id and the targets."
-    skip = {frames.id_column, *frames.target_columns, frames.label_column}
-    return [c for c in frames.test.columns if c not in skip and c in frames.train.columns
-            and pd.api.types.is_numeric_dtype(frames.test[c]) and pd.api.types.is_numeric_dtype(frames.train[c])]
-
-# %% ../../nbs/210_tasks.ipynb #75d47f68
-def _predict(model, frames: TaskFrames, x_train, y_train, x_test) -> np.ndarray:
-    "Predictions in the submission's shape for the metric's kind."
-    metric = get_metric(frames.metric)
-    model.fit(x_train, y_train)
-    if metric.kind != "proba":
-        return np.asarray(model.predict(x_test))
-    proba = model.predict_proba(x_test)
-    classes = [str(c) for c in model.classes_]
-    if len(frames.target_columns) == 1:  # binary: probability of the positive class (1)
-        return proba[:, classes.index("1")] if "1" in classes else np.zeros(len(x_test))
-    return np.column_stack([proba[:, classes.index(c)] if c in classes else np.zeros(len(x_test))
-                            for c in frames.target_columns])
-
-def _as_submission(frames: TaskFrames, pred: np.ndarray) -> pd.DataFrame:
-    pred = pred.reshape(len(frames.test), -1)
-    if get_metric(frames.metric).name == "rmsle":
-        pred = np.clip(pred, 0, None)
-    return pd.DataFrame({frames.id_column: frames.test[frames.id_column].to_numpy(),
-                         **{c: pred[:, j] for j, c in enumerate(frames.target_columns)}})
-
-# %% ../../nbs/210_tasks.ipynb #ea48afa0
-def _seed_view(frames: TaskFrames, features: list[str], seed: int):
-    "Training rows and feature matrices for one seed: all of them for seed 0, a seeded 70 % / half otherwise."
-    rng = np.random.default_rng(seed)
-    n_train = len(frames.train)
-    rows = np.arange(n_train) if seed == 0 else np.sort(rng.permutation(n_train)[:max(2, int(0.7 * n_train))])
-    cols = list(features)
-    if seed != 0 and len(features) >= 2:
-        cols = sorted(rng.choice(features, len(features) // 2, replace=False), key=features.index)
-    if not cols:  # no numeric feature: constant predictors only see a dummy column
-        return rows, cols, np.zeros((len(rows), 1)), np.zeros((len(frames.test), 1))
-    medians = frames.train[cols].median()
-    x_train = frames.train[cols].iloc[rows].fillna(medians).to_numpy(dtype=float)
-    return rows, cols, x_train, frames.test[cols].fillna(medians).to_numpy(dtype=float)
-
-def _answers_in_test_order(frames: TaskFrames) -> pd.DataFrame:
-    answer = frames.answer.set_index(frames.answer[frames.id_column].astype(str), drop=False)
-    return answer.loc[frames.test[frames.id_column].astype(str)].reset_index(drop=True)
-
-# %% ../../nbs/210_tasks.ipynb #3e793347
-def reference_leaderboard(task_like, models: list[str] | None = None, seeds=(0, 1, 2, 3, 4, 5),
-                          public_fraction: float = 0.5, public_seed: int = 0) -> dict[str, np.ndarray]:
-    """Public and private boards (best first) from the reference population (see above).
-    `task_like` is a `Task` or `TaskFrames`; `models` picks a subset of the population by name. An entry that
-    cannot be fitted (a subsample with one class) or scored (AUC on a one-class public subset) is left out."""
-    frames = task_like.frames() if isinstance(task_like, Task) else task_like
-    if not 0 < public_fraction <= 1:
-        raise ValueError(f"public_fraction must lie in (0, 1], got {public_fraction}")
-    metric = get_metric(frames.metric)
-    family = "regression" if metric.kind == "value" else "classification"
-    known = REFERENCE_MODELS[family](0)
-    if unknown := sorted(set(models or []) - set(known)):
-        raise ValueError(f"unknown reference model(s) {unknown}; known: {sorted(known)}")
-    y_train, features, answer = _train_target(frames), _features(frames), _answers_in_test_order(frames)
-    public_rows = np.sort(np.random.default_rng(public_seed).permutation(len(answer))[:max(1, round(public_fraction * len(answer)))])
-    boards: dict[str, list[float]] = {"public": [], "private": []}
-    for seed in seeds:
-        rows, cols, x_train, x_test = _seed_view(frames, features, seed)
-        for name, model in REFERENCE_MODELS[family](seed).items():
-            if (models is not None and name not in models) or (not cols and name not in _CONSTANT_MODELS):
-                continue
-            try:
-                submission = _as_submission(frames, _predict(model, frames, x_train, y_train[rows], x_test))
-            except ValueError:
-                continue
-            for board, subset in (("private", slice(None)), ("public", public_rows)):
-                with contextlib.suppress(InvalidSubmission):
-                    boards[board].append(score_frames(frames.metric, frames.id_column, frames.target_columns,
-                                                      answer.iloc[subset], submission))
-    if not boards["private"]:
-        raise TaskError("no reference model could be fitted and scored")
-    order = (lambda score: -score) if metric.higher_is_better else (lambda score: score)
-    return {board: np.array(sorted(scores, key=order)) for board, scores in boards.items()}
-
-# %% ../../nbs/210_tasks.ipynb #2b308874
-def _sample_submission(frames: TaskFrames) -> pd.DataFrame:
-    "A constant, valid submission: it shows the format and is the trivial baseline."
-    metric, targets = get_metric(frames.metric), list(frames.target_columns)
-    ids = frames.test[frames.id_column].to_numpy()
-    if metric.kind == "proba":
-        return pd.DataFrame({frames.id_column: ids, **{c: 1.0 / max(2, len(targets)) for c in targets}})
-    source = frames.train if all(c in frames.train.columns for c in targets) else frames.answer.iloc[:0]
-    if metric.kind == "label":
-        values = {c: (source[c].mode().iloc[0] if len(source) else frames.answer[c].iloc[0]) for c in targets}
-    else:
-        values = {c: (round(float(source[c].mean()), 6) if len(source) else 0.0) for c in targets}
-    return pd.DataFrame({frames.id_column: ids, **values})
-
-def _write_csv(frame: pd.DataFrame, path: Path, float_format: str | None = "%.10g") -> None:
-    "Write a CSV the same way on every machine (fixed float format, Unix newlines)."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, float_format=float_format, lineterminator="\n")
-
-# %% ../../nbs/210_tasks.ipynb #47d92d78
-def write_task(out_dir, name: str, train_df: pd.DataFrame, test_df: pd.DataFrame, answer_df: pd.DataFrame,
-               description: str, metric: str, higher_is_better: bool, category: str, id_column: str,
-               target_columns, leaderboard_scores: dict | None = None, public_fraction: float = 0.5,
-               compute_budget_s: float = 60, seed: int = 0, label_column: str | None = None,
-               source: str = "", licence: str = "") -> Task:
-    """Write the task folder `out_dir/name` and return it loaded (so it is validated).
-    `leaderboard_scores` is {"public": [...], "private": [...]}; None builds the reference boards."""
-    if get_metric(metric).higher_is_better != higher_is_better:
-        raise TaskError(f"higher_is_better={higher_is_better} contradicts metric {metric!r}")
-    frames = TaskFrames(train_df, test_df, answer_df, metric, id_column, tuple(target_columns), label_column)
-    boards = leaderboard_scores or reference_leaderboard(frames, public_fraction=public_fraction, public_seed=seed)
-    if set(boards) != {"public", "private"}:
-        raise ValueError(f"leaderboard_scores needs keys public and private, got {sorted(boards)}")
-    root = Path(out_dir) / name
-    for rel, frame in (("public/train.csv", train_df), ("public/test.csv", test_df),
-                       ("public/sample_submission.csv", _sample_submission(frames)), ("private/test_answer.csv", answer_df)):
-        _write_csv(frame, root / rel)
-    (root / "public" / "description.txt").write_text(description.rstrip() + "\n")
-    for board, scores in boards.items():
-        board_frame = pd.DataFrame({"rank": np.arange(1, len(scores) + 1), "score": np.asarray(scores, float)})
-        _write_csv(board_frame, root / "info" / f"{board}_leaderboard.csv", float_format=None)  # full precision
-    meta = {"name": name, "metric": metric, "higher_is_better": higher_is_better, "category": category,
-            "id_column": id_column, "target_columns": list(target_columns), "compute_budget_s": compute_budget_s,
-            "label_column": label_column, "source": source, "licence": licence,
-            "leaderboards": "reference population of scikit-learn models (wmrl.execution.tasks.reference_leaderboard), "
-                            "not human boards" if leaderboard_scores is None else "given by the caller"}
-    (root / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return load_task(root)
-
-# %% ../../nbs/210_tasks.ipynb #288ecf21
-IRIS_DESCRIPTION = """# Iris species (wmrl toy task)
-
-Predict the species of an iris flower from four measurements in centimetres.
-
-## Data
-- train.csv: id, sepal_length, sepal_width, petal_length, petal_width, species (setosa, versicolor, virginica).
-- test.csv: the same columns without species.
-
-## Evaluation
-Multiclass log loss (lower is better). Each row is rescaled to sum to 1, then probabilities are clipped to
-[1e-15, 1 - 1e-15].
-
-## Submission
-A CSV with the columns id, setosa, versicolor, virginica: one row per test id, the predicted probability of each
-species. See sample_submission.csv.
-
-## Source
-R. A. Fisher (1936), via scikit-learn's bundled copy of the UCI Iris data set (CC BY 4.0). The leaderboards are
-generated from a reference population of scikit-learn models, not from human teams.
-"""
-
-# %% ../../nbs/210_tasks.ipynb #50a6670f
-def build_iris_task(out_dir, seed: int = 0) -> Task:
-    "Build the iris task folder at `out_dir/iris` (deterministic for a given seed)."
-    from sklearn.datasets import load_iris
-    from sklearn.model_selection import train_test_split
-    bunch = load_iris()
-    species = list(bunch.target_names)
-    data = pd.DataFrame(bunch.data, columns=["sepal_length", "sepal_width", "petal_length", "petal_width"])
-    data["species"] = np.asarray(species)[bunch.target]
-    data = data.iloc[np.random.default_rng(seed).permutation(len(data))].reset_index(drop=True)
-    data.insert(0, "id", np.arange(1, len(data) + 1))
-    train, test = train_test_split(data, test_size=60, stratify=data["species"], random_state=seed)
-    train, test = train.sort_values("id"), test.sort_values("id")
-    answer = pd.DataFrame({"id": test["id"].to_numpy(), **{s: (test["species"] == s).astype(int).to_numpy() for s in species}})
-    return write_task(out_dir, "iris", train, test.drop(columns="species"), answer, IRIS_DESCRIPTION, metric="log_loss",
-                      higher_is_better=False, category="multiclass", id_column="id", target_columns=species,
-                      seed=seed, label_column="species", compute_budget_s=60,
-                      source="sklearn.datasets.load_iris (Fisher 1936; UCI Iris, CC BY 4.0)", licence="CC BY 4.0")
-
-# %% ../../nbs/210_tasks.ipynb #aea923d4
-def cli_tasks(argv: list[str] | None = None) -> int:
-    "`tasks build` / `tasks check`: JSON on stdout, exit code 0 on success, 1 on a broken task."
-    parser = argparse.ArgumentParser(prog="wmrl tasks", description="Build or check task folders (MLE-Dojo layout).")
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="write the shipped toy tasks (iris)")
-    build.add_argument("--out", default="toy/tasks", help="suite folder; the task goes to OUT/iris")
-    check = sub.add_parser("check", help="validate task folders")
-    check.add_argument("paths", nargs="+")
+# %% ../../nbs/210_tasks.ipynb #aa99ac9e
+def cli_grade(argv: list[str] | None = None) -> int:
+    "`grade TASK_DIR SUBMISSION_CSV`: the GradeResult as JSON on stdout; a broken folder is one JSON error on stderr."
+    parser = argparse.ArgumentParser(prog="wmrl grade", description="Grade a submission file against a task folder.")
+    parser.add_argument("task", help="task folder (MLE-Dojo layout)")
+    parser.add_argument("submission", help="the submission CSV a solution wrote")
     args = parser.parse_args(argv)
-    if args.command == "build":
-        task = build_iris_task(args.out)
-        print(json.dumps({"built": [str(task.root)]}))
-        return 0
-    report, code = [], 0
-    for path in args.paths:
-        try:
-            task = load_task(path)
-            report.append({"path": path, "ok": True, "name": task.name, "metric": task.metric,
-                           "public_board": int(len(task.public_leaderboard())), "private_board": int(len(task.private_leaderboard()))})
-        except TaskError as err:
-            report.append({"path": path, "ok": False, "error": str(err)})
-            code = 1
-    print(json.dumps(report, indent=2))
-    return code
+    try:
+        task = load_task(args.task)
+    except TaskError as err:
+        print(json.dumps({"error": str(err)}), file=sys.stderr)
+        return 2
+    result = grade_submission_file(task, args.submission)
+    print(json.dumps(result.to_dict()))
+    return 0 if result.status == "ok" else 1

@@ -62,7 +62,7 @@ def example_task_dir() -> Path:
     here = Path(__file__).resolve().parents[2] if "__file__" in globals() else Path.cwd().parent
     toy = here / "toy/tasks/iris"
     if toy.is_dir(): return toy
-    from wmrl.execution.tasks import build_iris_task
+    from wmrl.execution.task_builder import build_iris_task
     return Path(build_iris_task(tempfile.mkdtemp(prefix="wmrl-task-")).root)
 
 # %% ../../nbs/320_prompts.ipynb #e43cc527
