@@ -14,18 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.autoresearch.agent import (
+from wmrl.autoresearch.agent import ProgramPolicy
+from wmrl.autoresearch.programs import (
     FAMILIES,
     FEATURE_NAMES,
     MISTAKES,
     SLOTS,
     Program,
-    ProgramPolicy,
     planted_status,
-    render,
     task_features,
     with_mistake,
 )
+from wmrl.autoresearch.render import render
 from wmrl.execution.grading import ladder_reward
 from wmrl.execution.tasks import load_task
 

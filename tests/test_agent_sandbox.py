@@ -14,17 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wmrl.autoresearch.agent import (
-    FAMILIES,
-    MISTAKES,
-    Program,
-    ProgramPolicy,
-    planted_status,
-    render,
-    task_features,
-    with_mistake,
-)
-from wmrl.execution.sandbox import SandboxLimits, execute
+from wmrl.autoresearch.agent import ProgramPolicy
+from wmrl.autoresearch.programs import FAMILIES, MISTAKES, Program, planted_status, task_features, with_mistake
+from wmrl.autoresearch.render import render
+from wmrl.execution.limits import SandboxLimits
+from wmrl.execution.sandbox import execute
 from wmrl.execution.task_builder import write_task
 from wmrl.execution.tasks import load_task
 

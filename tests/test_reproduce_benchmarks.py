@@ -10,8 +10,6 @@ import pytest
 import yaml
 
 from wmrl.autoresearch.runner import (
-    BENCHMARK_CATEGORIES,
-    PAPER_TABLE1,
     cli_reproduce_benchmark,
     cli_reproduce_dsbench,
     cli_reproduce_mledojo,
@@ -19,6 +17,7 @@ from wmrl.autoresearch.runner import (
     load_grid,
     run_grid,
 )
+from wmrl.autoresearch.summary import BENCHMARK_CATEGORIES, PAPER_TABLE1
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = {"mle-dojo": "mledojo", "dsbench": "dsbench"}
@@ -115,7 +114,7 @@ def test_template_parameters_are_documented():
     """Every knob of the benchmark templates is a papermill parameter with a comment, one per line."""
     import papermill
 
-    from wmrl.adapters.dsbench import BENCHMARK_KNOBS
+    from wmrl.adapters.benchmark_run import BENCHMARK_KNOBS
     for name in ("mledojo", "dsbench"):
         params = papermill.inspect_notebook(str(REPO / "reproductions" / f"{name}.ipynb"))
         assert set(params) == set(BENCHMARK_KNOBS), name

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wmrl.autoresearch.runner import cli_reproduce_autoresearch, expand_grid, run_grid, summarize
+from wmrl.autoresearch.runner import cli_reproduce_autoresearch, expand_grid, run_grid
+from wmrl.autoresearch.summary import summarize
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRED = {"heldout_percentile_mean", "heldout_percentile_std", "per_category", "sandbox_seconds", "wm_seconds",

@@ -16,17 +16,14 @@ from hypothesis import strategies as st
 import wmrl.execution.suite as suite_module
 from wmrl.execution.grading import get_metric, grade_submission_file
 from wmrl.execution.suite import (
-    SUITE,
-    TaskSpec,
     build_hash,
     build_suite,
     cli_tasks_build,
-    prepare_table,
     reference_population,
-    split_table,
     suite_split,
     suite_table,
 )
+from wmrl.execution.suite_data import SUITE, TaskSpec, load_source, prepare_table, split_table
 from wmrl.execution.tasks import Task, load_task
 
 SMALL = ["bank_wages", "hitters"]  # a multiclass and a regression task, each a few seconds to build
@@ -107,7 +104,7 @@ def test_every_task_splits_cleanly(name):
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), test_fraction=st.floats(0.1, 0.5))
 def test_split_is_a_seeded_stratified_partition(seed, test_fraction):
-    raw = suite_module.load_source("sklearn:wine")
+    raw = load_source("sklearn:wine")
     spec = TaskSpec(**{**asdict(SUITE["wine"]), "seed": seed, "test_fraction": test_fraction})
     table = prepare_table(spec, raw)
     frames = split_table(spec, table)
@@ -192,7 +189,7 @@ def test_bad_input_is_refused(tmp_path):
         with pytest.raises(ValueError, match="jobs"):
             build_suite(tmp_path, tasks=["bank_wages"], jobs=jobs, progress=False)
     with pytest.raises(ValueError, match="provider"):
-        suite_module.load_source("seaborn:titanic")
+        load_source("seaborn:titanic")
     with pytest.raises(ValueError, match="role"):
         TaskSpec(**{**asdict(SUITE["wine"]), "role": "validation"})
     with pytest.raises(ValueError, match="positive class"):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from wmrl.autoresearch.runner import CONTRASTS, summarize
+from wmrl.autoresearch.summary import CONTRASTS, summarize
 
 EQUAL_KEYS = ("target", "sandbox_ratio", "sandbox_ci_low", "sandbox_ci_high", "total_ratio", "total_ci_low",
               "total_ci_high")

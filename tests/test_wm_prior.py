@@ -85,7 +85,8 @@ def test_bad_arguments(small_training):
 
 @needs_shipped
 def test_shipped_prior_is_training_only_and_round_trips(shipped):
-    from wmrl.execution.suite import SUITE, suite_split
+    from wmrl.execution.suite import suite_split
+    from wmrl.execution.suite_data import SUITE
     training, heldout = suite_split(list(SUITE))
     assert set(shipped.task_names) == set(training) and not set(shipped.task_names) & set(heldout)
     data = json.loads(SHIPPED.read_text())
@@ -158,7 +159,8 @@ def test_cli_refuses_bad_arguments_before_building(tmp_path, capsys):
 def _built_training_dir():
     "The tasks_dir setting if every training task is already built there (the CLI test must not build 14 tasks)."
     from wmrl.core.settings import get_settings
-    from wmrl.execution.suite import SUITE, _cached, suite_split
+    from wmrl.execution.suite import _cached, suite_split
+    from wmrl.execution.suite_data import SUITE
     folder = get_settings().tasks_dir
     names = suite_split(list(SUITE))[0]
     return folder if all(_cached(SUITE[n], folder / n) is not None for n in names) else None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wmrl.autoresearch.runner import CONTRASTS
+from wmrl.autoresearch.summary import CONTRASTS
 from wmrl.core.paired import paired_contrast, paired_power, seeds_needed
 
 

@@ -3,7 +3,7 @@
 `wmrl reproduce autoresearch` measures the speedup inside one grid. When the other methods were trained longer in a
 second grid (reproductions/grids/autoresearch_long.yaml), this script sets them against real-execution GRPO of the
 first: S* = grpo_real's final held-out percentile there (mean over seeds); each method's cost is its mean cumulative
-training compute at its first evaluation whose seed-mean percentile is >= S* (`wmrl.autoresearch.runner.speedup_at_equal_score`).
+training compute at its first evaluation whose seed-mean percentile is >= S* (`wmrl.autoresearch.summary.speedup_at_equal_score`).
 
     python reproductions/bench/equal_score.py --real FULL_DIR --other LONG_DIR [--figure out.png]
 """
@@ -14,7 +14,7 @@ import json
 import math
 import sys
 
-from wmrl.autoresearch.runner import load_runs, mean_curve, speedup_at_equal_score
+from wmrl.autoresearch.summary import load_runs, mean_curve, speedup_at_equal_score
 
 FIELDS = {"sandbox": "sandbox_cpu_s", "total": "total_compute_s"}
 

@@ -6,7 +6,7 @@ Usage: python reproductions/bench/wm_fidelity_suite.py [--out DIR] [--policy 3] 
 Samples programs for every suite task (training and held-out) from the agent's initial policy (`wmrl.autoresearch.agent`):
 `--policy` raw samples (the policy plants mistakes in about two programs of three), `--clean` samples with every
 planted mistake repaired, and `--planted` clean samples with exactly one planted mistake (cycling through
-`wmrl.autoresearch.agent.MISTAKES`). Each program is executed for real (`wmrl.execution.pool.ExecutionPool`, the task's own limits,
+`wmrl.autoresearch.programs.MISTAKES`). Each program is executed for real (`wmrl.execution.pool.ExecutionPool`, the task's own limits,
 cached in an `ExecutionCache` file so reruns are cheap) and predicted by `StaticWorldModel()` (hand prior) and
 `StaticWorldModel(quality_prior=FittedQualityPrior)`. Prints one JSON object and writes fidelity.json,
 fidelity.md, fidelity.png and cases.csv under --out, then the error anatomy of each world model (anatomy.json, .md,
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def repaired(program):
     "The program with every planted mistake replaced by the clean default of its slot."
-    from wmrl.autoresearch.agent import MISTAKE_VALUES, SLOTS, Program
+    from wmrl.autoresearch.programs import MISTAKE_VALUES, SLOTS, Program
     default = Program()
     return Program(**{s: (getattr(default, s) if (s, getattr(program, s)) in MISTAKE_VALUES else getattr(program, s)) for s in SLOTS})
 
@@ -35,7 +35,8 @@ def sample_programs(tasks, n_policy: int, n_clean: int, n_planted: int, seed: in
     "Rows (task, kind, planted mistake or '', Program), deterministic in (task order, seed)."
     import numpy as np
 
-    from wmrl.autoresearch.agent import MISTAKES, ProgramPolicy, task_features, with_mistake
+    from wmrl.autoresearch.agent import ProgramPolicy
+    from wmrl.autoresearch.programs import MISTAKES, task_features, with_mistake
     policy = ProgramPolicy()
     names = list(MISTAKES)
     rows = []
@@ -132,7 +133,7 @@ def rule_table(frame) -> list:
 
 def planted_table(frame) -> list:
     "Per planted mistake: programs, how many really failed the planted way, and how many the world model flagged."
-    from wmrl.autoresearch.agent import MISTAKES
+    from wmrl.autoresearch.programs import MISTAKES
     rows = []
     for name, group in frame[frame["kind"] == "planted"].groupby("planted"):
         mistake = MISTAKES[name]
@@ -164,7 +165,7 @@ def main(argv=None):
     import numpy as np
     import pandas as pd
 
-    from wmrl.autoresearch.agent import render
+    from wmrl.autoresearch.render import render
     from wmrl.core.settings import get_settings
     from wmrl.execution.suite import build_suite, suite_split
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else get_settings().tasks_dir

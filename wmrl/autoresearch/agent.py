@@ -7,444 +7,16 @@ Docs: https://github.com/wmrl-kit/wmrl/agent.html.md"""
 # %% ../../nbs/410_agent.ipynb #4a91a8a4
 from __future__ import annotations
 
-import csv
 import math
-import re
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from .programs import FEATURE_NAMES, MISTAKE_VALUES, SLOTS, Program, planted_status, task_features
+from .render import render
+
 # %% auto #0
-__all__ = ['FAMILIES', 'SLOTS', 'MISTAKES', 'MISTAKE_VALUES', 'FEATURE_NAMES', 'INITIAL_PROBS', 'Mistake', 'Program',
-           'with_mistake', 'task_features', 'render', 'planted_status', 'initial_logits', 'ProgramPolicy', 'cli_agent']
-
-# %% ../../nbs/410_agent.ipynb #aefe9498
-FAMILIES = ("linear", "ridge", "knn", "tree", "random_forest", "extra_trees", "gradient_boosting",
-            "hist_gradient_boosting", "svm", "naive_bayes", "mlp", "baseline")
-
-SLOTS: dict[str, tuple[str, ...]] = {
-    "loading": ("env_path", "kaggle_path"),
-    "target": ("correct", "wrong_name"),
-    "imputation": ("none", "median", "mean"),
-    "scaling": ("none", "standard", "minmax"),
-    "categorical": ("onehot", "ordinal", "drop", "raw"),
-    "family": FAMILIES,
-    "capacity": ("small", "medium", "large", "huge"),
-    "prediction": ("labels", "probabilities"),
-    "submission": ("env_path", "hardcoded_path", "forgot_write", "wrong_columns"),
-    "slip": ("none", "syntax_slip", "missing_import", "wrong_kwarg", "raw_test_frame", "unfitted_predict"),
-}
-
-# %% ../../nbs/410_agent.ipynb #15040a22
-@dataclass(frozen=True)
-class Mistake:
-    "A planted error: where it lives in the grammar, which world-model check should catch it, what it really does."
-    name: str
-    slot: str
-    value: str
-    check: str                  # a `wmrl.world_model.verdicts.CHECKS` name, or "syntax" for the syntax gate
-    statuses: tuple[str, ...]   # real sandbox statuses it produces on its own
-    needs_string_features: bool = False
-    what: str = ""
-
-MISTAKES: dict[str, Mistake] = {m.name: m for m in [
-    Mistake("syntax_slip", "slip", "syntax_slip", "syntax", ("syntax_error",), what="an unclosed parenthesis"),
-    Mistake("hardcoded_data_path", "loading", "kaggle_path", "data_refs", ("runtime_error",),
-            what="reads /kaggle/input/... instead of $DATA_DIR"),
-    Mistake("wrong_target_name", "target", "wrong_name", "data_refs", ("runtime_error",),
-            what="a target column name that does not exist (wrong case)"),
-    Mistake("missing_import", "slip", "missing_import", "imports_names", ("runtime_error",),
-            what="the estimator class is used but never imported"),
-    Mistake("wrong_kwarg", "slip", "wrong_kwarg", "api_calls", ("runtime_error",),
-            what="a keyword argument the estimator does not take (typo, removed, or borrowed from another library)"),
-    Mistake("unencoded_strings", "categorical", "raw", "shape_dtype", ("runtime_error",), needs_string_features=True,
-            what="string columns fed to a numeric estimator"),
-    Mistake("too_slow", "capacity", "huge", "compute_budget", ("timeout", "memory"),
-            what="millions of estimators or epochs: far beyond the compute budget"),
-    Mistake("raw_test_frame", "slip", "raw_test_frame", "shape_dtype", ("runtime_error",),
-            what="predicts on the raw test table (id column, unencoded) instead of the prepared features"),
-    Mistake("unfitted_predict", "slip", "unfitted_predict", "other_runtime", ("runtime_error",),
-            what="predicts with a fresh clone that was never fitted (NotFittedError)"),
-    Mistake("hardcoded_submission_path", "submission", "hardcoded_path", "submission", ("no_submission",),
-            what="writes /tmp/submission.csv instead of $SUBMISSION_PATH"),
-    Mistake("forgot_submission", "submission", "forgot_write", "submission", ("no_submission",),
-            what="builds the submission but never writes it"),
-    Mistake("wrong_submission_columns", "submission", "wrong_columns", "submission", ("invalid_submission",),
-            what="the id column written under the wrong name (case)"),
-]}
-MISTAKE_VALUES = {(m.slot, m.value): m.name for m in MISTAKES.values()}
-
-# %% ../../nbs/410_agent.ipynb #bf38da6c
-@dataclass(frozen=True)
-class Program:
-    "One complete solution, as one choice per grammar slot (see `SLOTS`)."
-    loading: str = "env_path"
-    target: str = "correct"
-    imputation: str = "median"
-    scaling: str = "standard"
-    categorical: str = "onehot"
-    family: str = "random_forest"
-    capacity: str = "medium"
-    prediction: str = "probabilities"
-    submission: str = "env_path"
-    slip: str = "none"
-
-    def __post_init__(self):
-        for slot, values in SLOTS.items():
-            value = getattr(self, slot)
-            if value not in values:
-                raise ValueError(f"Program.{slot} must be one of {values}, got {value!r}")
-
-    def to_dict(self) -> dict: return {slot: getattr(self, slot) for slot in SLOTS}
-
-    @classmethod
-    def from_dict(cls, choices: dict) -> Program:
-        if not isinstance(choices, dict):
-            raise TypeError(f"choices must be a dict, got {type(choices).__name__}")
-        if unknown := sorted(set(choices) - set(SLOTS)):
-            raise ValueError(f"unknown slot(s) {unknown}; slots are {list(SLOTS)}")
-        return cls(**choices)
-
-    def key(self) -> str: return "|".join(f"{slot}={getattr(self, slot)}" for slot in SLOTS)
-
-    def mistakes(self) -> list[str]:
-        "Names of the planted mistakes in this program (whether they bite may depend on the task)."
-        return [MISTAKE_VALUES[(slot, getattr(self, slot))] for slot in SLOTS if (slot, getattr(self, slot)) in MISTAKE_VALUES]
-
-# %% ../../nbs/410_agent.ipynb #8615ac5e
-def with_mistake(name: str, base: Program | None = None) -> Program:
-    "`base` (default: a clean random forest) with exactly one planted mistake, for tests and examples."
-    if name not in MISTAKES:
-        raise ValueError(f"unknown mistake {name!r}; known: {sorted(MISTAKES)}")
-    mistake = MISTAKES[name]
-    choices = (base or Program()).to_dict()
-    choices[mistake.slot] = mistake.value
-    return Program(**choices)
-
-# %% ../../nbs/410_agent.ipynb #098547f1
-FEATURE_NAMES = ("binary", "multiclass", "regression", "log_rows", "log_features", "frac_categorical",
-                 "frac_missing", "metric_proba", "metric_label", "metric_value")
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-@lru_cache(maxsize=256)
-def _csv_stats(path: str, mtime_ns: int, size: int, id_column: str, max_rows: int = 5000) -> tuple[int, int, float, float]:
-    "(rows, feature columns, fraction of string feature columns, fraction of empty cells) of a train.csv."
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path} is empty")
-        rows, sample = 0, []
-        for row in reader:
-            rows += 1
-            if rows <= max_rows:
-                sample.append(row)
-    columns = [j for j, name in enumerate(header) if name != id_column]
-    cells = [[row[j] if j < len(row) else "" for row in sample] for j in columns]
-    string_cols = sum(any(v != "" and not _is_number(v) for v in col) for col in cells)
-    empty = sum(v == "" for col in cells for v in col)
-    return rows, len(columns), string_cols / max(1, len(columns)), empty / max(1, len(columns) * len(sample))
-
-# %% ../../nbs/410_agent.ipynb #219976ab
-def _metric_kind(metric: str) -> str:
-    from wmrl.execution.grading import get_metric  # lazy: grading imports pandas
-    return get_metric(metric).kind
-
-def task_features(task) -> np.ndarray:
-    """phi(task): category one-hot, log rows, log features, string-column and missing fractions, metric kind.
-    Column statistics come from test.csv (exactly the feature columns plus the id), the row count from train.csv."""
-    for attribute in ("public_dir", "category", "metric", "id_column", "target_columns"):
-        if not hasattr(task, attribute):
-            raise TypeError(f"task must look like wmrl.execution.tasks.Task; it has no {attribute!r}")
-    stats = {}
-    for name in ("train", "test"):
-        path = Path(task.public_dir) / f"{name}.csv"
-        if not path.is_file():
-            raise ValueError(f"task {getattr(task, 'name', '?')!r} has no {path}")
-        info = path.stat()
-        stats[name] = _csv_stats(str(path), info.st_mtime_ns, info.st_size, task.id_column)
-    n_rows = stats["train"][0]
-    _, n_features, frac_string, frac_missing = stats["test"]
-    kind = _metric_kind(task.metric)
-    return np.array([task.category == "binary", task.category == "multiclass", task.category == "regression",
-                     math.log10(max(1, n_rows)) / 5, math.log10(1 + n_features) / 3, frac_string, frac_missing,
-                     kind == "proba", kind == "label", kind == "value"], dtype=float)
-
-# %% ../../nbs/410_agent.ipynb #9cf1f7ee
-_ESTIMATORS = {  # family: (classifier module, class, regressor module, class)
-    "linear": ("sklearn.linear_model", "LogisticRegression", "sklearn.linear_model", "LinearRegression"),
-    "ridge": ("sklearn.linear_model", "RidgeClassifier", "sklearn.linear_model", "Ridge"),
-    "knn": ("sklearn.neighbors", "KNeighborsClassifier", "sklearn.neighbors", "KNeighborsRegressor"),
-    "tree": ("sklearn.tree", "DecisionTreeClassifier", "sklearn.tree", "DecisionTreeRegressor"),
-    "random_forest": ("sklearn.ensemble", "RandomForestClassifier", "sklearn.ensemble", "RandomForestRegressor"),
-    "extra_trees": ("sklearn.ensemble", "ExtraTreesClassifier", "sklearn.ensemble", "ExtraTreesRegressor"),
-    "gradient_boosting": ("sklearn.ensemble", "GradientBoostingClassifier", "sklearn.ensemble", "GradientBoostingRegressor"),
-    "hist_gradient_boosting": ("sklearn.ensemble", "HistGradientBoostingClassifier", "sklearn.ensemble", "HistGradientBoostingRegressor"),
-    "svm": ("sklearn.svm", "SVC", "sklearn.svm", "SVR"),
-    "naive_bayes": ("sklearn.naive_bayes", "GaussianNB", "sklearn.linear_model", "BayesianRidge"),
-    "mlp": ("sklearn.neural_network", "MLPClassifier", "sklearn.neural_network", "MLPRegressor"),
-    "baseline": ("sklearn.dummy", "DummyClassifier", "sklearn.dummy", "DummyRegressor"),
-}
-_WRONG_KWARG = {  # family: (keyword to misspell, the wrong spelling, else an extra wrong keyword)
-    "linear": ("max_iter", "max_iters", "normalize=True"), "ridge": (None, None, "normalize=True"),
-    "knn": ("n_neighbors", "k", ""), "tree": ("max_depth", "depth", ""), "random_forest": ("n_estimators", "n_estimator", ""),
-    "extra_trees": ("n_estimators", "num_trees", ""), "gradient_boosting": ("n_estimators", "num_boost_round", ""),
-    "hist_gradient_boosting": ("max_iter", "n_estimators", ""), "svm": (None, None, 'kernal="rbf"'),
-    "naive_bayes": (None, None, "alpha=1.0"), "mlp": ("max_iter", "epochs", ""), "baseline": ("strategy", "strategy_name", ""),
-}
-_HUGE = {"random_forest": "n_estimators=2_000_000", "extra_trees": "n_estimators=2_000_000",
-         "gradient_boosting": "n_estimators=2_000_000, learning_rate=0.001",
-         "hist_gradient_boosting": "max_iter=2_000_000, early_stopping=False",
-         "mlp": "hidden_layer_sizes=(4096, 4096), max_iter=1_000_000, tol=0.0, n_iter_no_change=1_000_000"}
-
-# %% ../../nbs/410_agent.ipynb #93b71781
-def _settings(family: str, capacity: str, regressor: bool) -> str:
-    "Keyword arguments (as source text) for a family at a capacity level (small, medium, large)."
-    level = ("small", "medium", "large").index(capacity)
-    pick = lambda *options: options[level]
-    seed = ", random_state=0"
-    table = {
-        "linear": "" if regressor else f"C={pick(0.1, 1.0, 10.0)}, max_iter=1000",
-        "ridge": f"alpha={pick(10.0, 1.0, 0.1)}",
-        "knn": f"n_neighbors={pick(15, 7, 3)}",
-        "tree": f"max_depth={pick(3, 6, None)}" + seed,
-        "random_forest": f"n_estimators={pick(50, 150, 300)}" + seed,
-        "extra_trees": f"n_estimators={pick(50, 150, 300)}" + seed,
-        "gradient_boosting": f"n_estimators={pick(50, 100, 200)}, learning_rate=0.1" + seed,
-        "hist_gradient_boosting": f"max_iter={pick(50, 100, 300)}, learning_rate=0.1" + seed,
-        "svm": f"C={pick(0.1, 1.0, 10.0)}",
-        "naive_bayes": "",
-        "mlp": f"hidden_layer_sizes={pick((32,), (64,), (128, 64))}, max_iter=500" + seed,
-        "baseline": f'strategy="{pick("mean", "median", "mean")}"' if regressor else 'strategy="prior"',
-    }
-    return table[family]
-
-# %% ../../nbs/410_agent.ipynb #68114ac3
-@dataclass(frozen=True)
-class _TaskSpec:
-    "What rendering needs to know about a task."
-    name: str
-    metric: str
-    kind: str                # the metric's kind: proba, label or value
-    id_column: str
-    targets: tuple[str, ...]
-    label_column: str | None
-
-    @property
-    def regressor(self) -> bool: return self.kind == "value"
-    @property
-    def multiclass_proba(self) -> bool: return self.kind == "proba" and len(self.targets) > 1
-
-def _spec(task) -> _TaskSpec:
-    for attribute in ("name", "metric", "id_column", "target_columns"):
-        if not hasattr(task, attribute):
-            raise TypeError(f"task must look like wmrl.execution.tasks.Task; it has no {attribute!r}")
-    kind, targets = _metric_kind(task.metric), tuple(task.target_columns)
-    if not targets:
-        raise ValueError(f"task {task.name!r} has no target columns")
-    if len(targets) > 1 and kind != "proba":
-        raise ValueError(f"the grammar writes one target column for {kind} metrics; task {task.name!r} has {list(targets)}")
-    return _TaskSpec(task.name, task.metric, kind, task.id_column, targets, getattr(task, "label_column", None))
-
-def _wrong_name(name: str) -> str:
-    "A plausible wrong spelling of a column name: another case, or a suffix if case changes nothing."
-    for candidate in (name.capitalize(), name.lower(), name.upper()):
-        if candidate != name:
-            return candidate
-    return name + "_"
-
-# %% ../../nbs/410_agent.ipynb #0a9c970a
-def _estimator_class(program: Program, spec: _TaskSpec) -> tuple[str, str]:
-    module_c, class_c, module_r, class_r = _ESTIMATORS[program.family]
-    return (module_r, class_r) if spec.regressor else (module_c, class_c)
-
-def _imports(program: Program, spec: _TaskSpec) -> list[str]:
-    module, name = _estimator_class(program, spec)
-    lines = ["import os", "", "import numpy as np", "import pandas as pd"]
-    if program.slip != "missing_import":
-        lines.append(f"from {module} import {name}")
-    if program.capacity == "huge" and program.family not in _HUGE:
-        lines.append(f"from sklearn.ensemble import {'BaggingRegressor' if spec.regressor else 'BaggingClassifier'}")
-    if program.slip == "unfitted_predict":
-        lines += ["from sklearn.base import clone", "from sklearn.model_selection import train_test_split"]
-    if program.scaling != "none":
-        lines += ["from sklearn.pipeline import make_pipeline",
-                  f"from sklearn.preprocessing import {'StandardScaler' if program.scaling == 'standard' else 'MinMaxScaler'}"]
-    return ['"""Solution for the {} task ({}): {} model."""'.format(spec.name, spec.metric, program.family.replace("_", " ")),
-            *lines]
-
-def _loading(program: Program, spec: _TaskSpec) -> list[str]:
-    folder = 'os.environ["DATA_DIR"]' if program.loading == "env_path" else f'"/kaggle/input/{spec.name}"'
-    close = "" if program.slip == "syntax_slip" else ")"
-    return ["# Load the training and test tables from the task's data folder.",
-            f"DATA_DIR = {folder}",
-            'train = pd.read_csv(os.path.join(DATA_DIR, "train.csv"))',
-            f'test = pd.read_csv(os.path.join(DATA_DIR, "test.csv"){close}']
-
-# %% ../../nbs/410_agent.ipynb #95c29199
-def _target(program: Program, spec: _TaskSpec) -> list[str]:
-    "The target vector y and the feature tables (every test column except the id)."
-    wrong = program.target == "wrong_name"
-    lines = ["# Features are every test column except the id; the target comes from the training table.",
-             f'ID_COLUMN = "{spec.id_column}"',
-             "FEATURES = [column for column in test.columns if column != ID_COLUMN]",
-             "X = train[FEATURES].copy()",
-             "X_test = test[FEATURES].copy()"]
-    if spec.multiclass_proba:
-        columns = list(spec.targets)
-        lines.insert(2, f"TARGET_COLUMNS = {columns!r}")
-        if spec.label_column is not None:
-            label = _wrong_name(spec.label_column) if wrong else spec.label_column
-            lines.append(f'y = train["{label}"]')
-        else:  # one-hot target columns in train.csv: the label is the column holding the 1
-            if wrong:
-                columns = [_wrong_name(columns[0]), *columns[1:]]
-            lines.append(f"y = train[{columns!r}].idxmax(axis=1)")
-    else:
-        target = _wrong_name(spec.targets[0]) if wrong else spec.targets[0]
-        lines.insert(2, f'TARGET = "{target}"')
-        lines.append("y = train[TARGET]")
-    return lines
-
-# %% ../../nbs/410_agent.ipynb #c4af63d6
-def _preprocess(program: Program) -> list[str]:
-    "Numeric imputation, then categorical encoding (or none)."
-    lines = ["# Split the columns into numeric and categorical (strings, booleans).",
-             'numeric_columns = X.select_dtypes(include="number").columns.tolist()',
-             "categorical_columns = [column for column in FEATURES if column not in numeric_columns]"]
-    if program.imputation != "none":
-        lines += [f"# Fill missing numeric values with the training {program.imputation}.",
-                  f"fill_values = X[numeric_columns].{program.imputation}()",
-                  "X[numeric_columns] = X[numeric_columns].fillna(fill_values)",
-                  "X_test[numeric_columns] = X_test[numeric_columns].fillna(fill_values)"]
-    if program.categorical == "onehot":
-        lines += ["# One-hot encode the categorical columns (train and test together, so both get the same columns).",
-                  'both = pd.get_dummies(pd.concat([X, X_test], keys=["train", "test"]), columns=categorical_columns, dummy_na=True)',
-                  'X, X_test = both.loc["train"], both.loc["test"]']
-    elif program.categorical == "ordinal":
-        lines += ["# Replace each category by its index in the sorted training categories (-1 if unseen or missing).",
-                  "for column in categorical_columns:",
-                  "    codes = {value: code for code, value in enumerate(sorted(X[column].dropna().astype(str).unique()))}",
-                  "    X[column] = X[column].astype(str).map(codes).fillna(-1)",
-                  "    X_test[column] = X_test[column].astype(str).map(codes).fillna(-1)"]
-    elif program.categorical == "drop":
-        lines += ["# Drop the categorical columns.",
-                  "X = X.drop(columns=categorical_columns)",
-                  "X_test = X_test.drop(columns=categorical_columns)"]
-    else:
-        lines += ["# The model takes the columns as they are."]
-    return lines
-
-# %% ../../nbs/410_agent.ipynb #f3afacf1
-def _model(program: Program, spec: _TaskSpec) -> list[str]:
-    "The estimator, at its capacity, with the family's wrong keyword if that slip was drawn, inside a scaler pipeline."
-    _, name = _estimator_class(program, spec)
-    huge = program.capacity == "huge"
-    kwargs = _HUGE[program.family] if huge and program.family in _HUGE else _settings(
-        program.family, "large" if huge else program.capacity, spec.regressor)
-    if program.family == "svm" and not spec.regressor and program.prediction == "probabilities":
-        kwargs = ", ".join(filter(None, [kwargs, "probability=True", "random_state=0"]))
-    if program.slip == "wrong_kwarg":
-        right, wrong, extra = _WRONG_KWARG[program.family]
-        if right is not None and re.search(rf"\b{right}=", kwargs):
-            kwargs = re.sub(rf"\b{right}=", f"{wrong}=", kwargs, count=1)
-        else:
-            kwargs = ", ".join(filter(None, [kwargs, extra or f"{wrong}=100"]))
-    estimator = f"{name}({kwargs})"
-    if huge and program.family not in _HUGE:
-        bagging = "BaggingRegressor" if spec.regressor else "BaggingClassifier"
-        estimator = f"{bagging}(estimator={estimator}, n_estimators=1_000_000, random_state=0)"
-    what = f"# The model: {program.family.replace('_', ' ')} ({program.capacity} setting)"
-    if program.scaling == "none":
-        return [what + ".", f"model = {estimator}"]
-    scaler = "StandardScaler()" if program.scaling == "standard" else "MinMaxScaler()"
-    return [what + f", after {'standardising' if program.scaling == 'standard' else 'min-max scaling'} the features.",
-            f"model = make_pipeline({scaler}, {estimator})"]
-
-# %% ../../nbs/410_agent.ipynb #a934170a
-def _predict(program: Program, spec: _TaskSpec) -> list[str]:
-    "Fit, then predict in the submission's shape; the unfitted slip checks on a hold-out and forgets to refit."
-    lines, fitted = [], "model"
-    rows = "test" if program.slip == "raw_test_frame" else "X_test"
-    if program.slip == "unfitted_predict":
-        lines += ["# Check the model on a hold-out split, then refit a fresh copy on all the training rows.",
-                  "X_fit, X_check, y_fit, y_check = train_test_split(X, y, test_size=0.2, random_state=0)",
-                  "model.fit(X_fit, y_fit)",
-                  'print("hold-out score:", model.score(X_check, y_check))',
-                  "final_model = clone(model)"]
-        fitted = "final_model"
-    else:
-        lines += ["# Fit on all the training rows.", "model.fit(X, y)"]
-    if program.prediction == "probabilities" and spec.multiclass_proba:
-        lines += ["# Predict class probabilities, one column per class (0 for a class never seen in training).",
-                  f"probabilities = {fitted}.predict_proba({rows})",
-                  "class_names = [str(label) for label in model.classes_]",
-                  "predictions = pd.DataFrame(probabilities, columns=class_names).reindex(columns=TARGET_COLUMNS, fill_value=0.0)"]
-    elif program.prediction == "probabilities":
-        lines += ["# Predict the probability of the positive class (the last of model.classes_).",
-                  f"predictions = {fitted}.predict_proba({rows})[:, -1]"]
-    elif spec.multiclass_proba:
-        lines += ["# Predict a label per row and write it as one-hot columns.",
-                  f"labels = np.asarray({fitted}.predict({rows})).astype(str)",
-                  "predictions = pd.DataFrame({column: (labels == column).astype(float) for column in TARGET_COLUMNS})"]
-    else:
-        lines += [f"# Predict a {'value' if spec.regressor else 'label'} per row.", f"predictions = {fitted}.predict({rows})"]
-    if spec.metric == "rmsle":
-        lines += ["predictions = np.clip(predictions, 0, None)  # the log error needs non-negative values"]
-    return lines
-
-# %% ../../nbs/410_agent.ipynb #62939676
-def _submission(program: Program, spec: _TaskSpec) -> list[str]:
-    "Assemble the id and target columns and write them where the task asks."
-    id_name = _wrong_name(spec.id_column) if program.submission == "wrong_columns" else spec.id_column
-    lines = ["# Write the submission: the id column, then the target column(s).",
-             f'submission = pd.DataFrame({{"{id_name}": test[ID_COLUMN].to_numpy()}})']
-    if spec.multiclass_proba:
-        lines += ["for column in TARGET_COLUMNS:", "    submission[column] = predictions[column].to_numpy()"]
-    else:
-        lines += ["submission[TARGET] = predictions"]
-    if program.submission == "env_path":
-        lines.append('submission.to_csv(os.environ["SUBMISSION_PATH"], index=False)')
-    elif program.submission == "hardcoded_path":
-        lines.append('submission.to_csv("/tmp/submission.csv", index=False)')
-    elif program.submission == "forgot_write":
-        lines.append("print(submission.head())")
-    else:
-        lines.append('submission.to_csv(os.environ["SUBMISSION_PATH"], index=False)')
-    return lines
-
-# %% ../../nbs/410_agent.ipynb #3bac6f54
-def render(program: Program, task) -> str:
-    "The program as a plain, commented Python script for `task` (deterministic: same inputs, same text)."
-    if not isinstance(program, Program):
-        raise TypeError(f"program must be a Program, got {type(program).__name__}")
-    spec = _spec(task)
-    blocks = [_imports(program, spec), _loading(program, spec), _target(program, spec), _preprocess(program),
-              _model(program, spec), _predict(program, spec), _submission(program, spec)]
-    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
-
-# %% ../../nbs/410_agent.ipynb #6ec90bb7
-_RUN_ORDER = ("syntax_slip", "hardcoded_data_path", "wrong_target_name", "missing_import", "wrong_kwarg",
-              "unencoded_strings", "too_slow", "raw_test_frame", "unfitted_predict", "hardcoded_submission_path", "forgot_submission",
-              "wrong_submission_columns")
-
-def planted_status(program: Program, string_features: bool = False) -> str:
-    "The status the first planted mistake the script reaches produces ('ok' if none bites)."
-    if not isinstance(program, Program):
-        raise TypeError(f"program must be a Program, got {type(program).__name__}")
-    present = set(program.mistakes())
-    for name in _RUN_ORDER:
-        if name in present and (string_features or not MISTAKES[name].needs_string_features):
-            return MISTAKES[name].statuses[0]
-    return "ok"
+__all__ = ['INITIAL_PROBS', 'initial_logits', 'ProgramPolicy', 'cli_agent']
 
 # %% ../../nbs/410_agent.ipynb #b58aebbe
 INITIAL_PROBS: dict[str, dict[str, float]] = {  # unspecified values of a slot share the rest equally
@@ -557,6 +129,9 @@ def _grad_log_prob(self, programs, features, coefficients=None) -> dict:
         grads["weights"][slot], grads["biases"][slot] = delta.T @ phi, delta.sum(axis=0)
     return grads
 
+ProgramPolicy.grad_log_prob = _grad_log_prob
+
+# %% ../../nbs/410_agent.ipynb #f02dbc36
 def _update(self, grads: dict, lr: float, max_norm: float | None = None) -> float:
     "theta += lr * grads (ascent), the global norm clipped to max_norm if given; returns the norm before clipping."
     if not lr > 0:
@@ -572,7 +147,7 @@ def _update(self, grads: dict, lr: float, max_norm: float | None = None) -> floa
         self.biases[slot] = self.biases[slot] + scale * grads["biases"][slot]
     return norm
 
-ProgramPolicy.grad_log_prob, ProgramPolicy.update = _grad_log_prob, _update
+ProgramPolicy.update = _update
 
 # %% ../../nbs/410_agent.ipynb #569f86a9
 def _state_dict(self) -> dict:
@@ -613,12 +188,10 @@ def _greedy(self, features) -> Program:
 
 ProgramPolicy.mistake_probability, ProgramPolicy.greedy = _mistake_probability, _greedy
 
-# %% ../../nbs/410_agent.ipynb #de957ca7
-def cli_agent(argv: list[str] | None = None) -> int:
-    "`agent sample` / `agent render`: JSON (or the script) on stdout; exit code 0, or 2 on bad input."
+# %% ../../nbs/410_agent.ipynb #6c2f596d
+def _agent_parser():
+    "`wmrl agent`: `sample` draws programs for a task from the policy, `render` prints one program's script."
     import argparse
-    import json
-    import sys
     parser = argparse.ArgumentParser(prog="wmrl agent", description="Sample or render solution programs for a task.")
     sub = parser.add_subparsers(dest="command", required=True)
     sample = sub.add_parser("sample", help="sample programs from the policy for one task")
@@ -630,7 +203,14 @@ def cli_agent(argv: list[str] | None = None) -> int:
     one = sub.add_parser("render", help="print the script of one program")
     one.add_argument("task_dir")
     one.add_argument("program", help='JSON object of slot choices, e.g. {"family": "knn"}')
-    args = parser.parse_args(argv)
+    return parser
+
+# %% ../../nbs/410_agent.ipynb #de957ca7
+def cli_agent(argv: list[str] | None = None) -> int:
+    "`agent sample` / `agent render`: JSON (or the script) on stdout; exit code 0, or 2 on bad input."
+    import json
+    import sys
+    args = _agent_parser().parse_args(argv)
     from wmrl.execution.tasks import load_task
     try:
         task = load_task(args.task_dir)

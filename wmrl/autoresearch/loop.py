@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.correction import METHODS, CorrectionConfig, WMRLCorrector
+from ..core.correction import CorrectionConfig, WMRLCorrector
+from ..core.methods import METHODS
 from .ledger import ComputeLedger, ExecutionCache, _atomic_write_text, execute_cached, timed
 
 # %% auto #0
@@ -97,7 +98,8 @@ def resolve_tasks(entries, suite_dir: str = "", role: str = "train") -> list:
         from wmrl.core.settings import get_settings
         suite_dir = suite_dir or str(get_settings().tasks_dir)
     if not entries:
-        from wmrl.execution.suite import SUITE, build_suite
+        from wmrl.execution.suite import build_suite
+        from wmrl.execution.suite_data import SUITE
         return build_suite(suite_dir, tasks=[n for n, s in SUITE.items() if s.role == role], progress=False)
     names = [str(e) for e in entries if "/" not in str(e)]
     built = {}
@@ -134,7 +136,7 @@ class Group:
 
 def sample_groups(policy, tasks, features, indices, seed: int, step: int, group_size: int, stream: int = STREAM_PROGRAMS) -> list[Group]:
     "Sample and render a group for each task index (each group has its own generator)."
-    from wmrl.autoresearch.agent import render
+    from wmrl.autoresearch.render import render
     groups = []
     for position, i in enumerate(indices):
         programs = policy.sample(features[i], group_size, step_rng(seed, stream, step, position))
@@ -166,7 +168,7 @@ def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]
 # %% ../../nbs/430_loop.ipynb #706e6e0b
 def record_from_dict(values: dict):
     "An ExecutionRecord back from its to_dict() form (None -> NaN)."
-    from wmrl.execution.sandbox import ExecutionRecord
+    from wmrl.execution.limits import ExecutionRecord
     values = {k: (math.nan if v is None and k in ("reward", "position", "raw_score", "peak_mb") else v)
               for k, v in values.items()}
     return ExecutionRecord(**values)
@@ -207,7 +209,8 @@ class AutoResearchRun:
     "A resumable training run of one method; `out_dir` holds checkpoint.json and metrics.json."
 
     def __init__(self, config: AutoResearchConfig, out_dir, world_model=None, run_batch=None, progress: bool = False):
-        from wmrl.autoresearch.agent import ProgramPolicy, task_features
+        from wmrl.autoresearch.agent import ProgramPolicy
+        from wmrl.autoresearch.programs import task_features
         self.config, self.out_dir, self.progress = config, Path(out_dir), progress
         self.train_tasks = resolve_tasks(config.train_tasks, config.suite_dir, "train")
         self.heldout_tasks = resolve_tasks(config.heldout_tasks, config.suite_dir, "heldout")
@@ -230,7 +233,7 @@ class AutoResearchRun:
         "Sandbox limits of every execution (None: each task's own budget)."
         if not self.config.timeout_s:
             return None
-        from wmrl.execution.sandbox import SandboxLimits
+        from wmrl.execution.limits import SandboxLimits
         return SandboxLimits.from_settings(wall_s=float(self.config.timeout_s))
 
     def run_batch(self, jobs):

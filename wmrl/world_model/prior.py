@@ -200,7 +200,8 @@ def _per_task(frame, keys: list) -> dict:
 
 def fit_quality_prior(tasks, seeds: Sequence[int] = (0,), strength: float = 2.0) -> FittedQualityPrior:
     "Fit the prior on the reference populations of suite training tasks (held-out tasks are refused)."
-    from wmrl.execution.suite import SUITE, build_hash
+    from wmrl.execution.suite import build_hash
+    from wmrl.execution.suite_data import SUITE
     if not (isinstance(strength, (int, float)) and math.isfinite(strength) and strength > 0):
         raise ValueError(f"strength must be a positive number, got {strength!r}")
     tasks = sorted(training_tasks_only(tasks), key=lambda t: t.name)
@@ -284,7 +285,8 @@ FittedQualityPrior.content_hash = property(lambda self: _hash(_content(self)))
 # %% ../../nbs/360_prior.ipynb #118f4f88
 def verify_training_tasks(tasks, strict: bool = False) -> None:
     "Every (name, build hash) must be a suite training task; a changed build hash warns (or raises if strict)."
-    from wmrl.execution.suite import SUITE, build_hash
+    from wmrl.execution.suite import build_hash
+    from wmrl.execution.suite_data import SUITE
     if not tasks: raise ValueError("the prior lists no training tasks")
     for name, stored in tasks:
         if name not in SUITE: raise ValueError(f"the prior was fitted on {name!r}, which is not a suite task")
@@ -340,7 +342,8 @@ def load_prior(path=None, strict: bool = False) -> FittedQualityPrior:
 def fit_prior_file(out, tasks_dir=None, seeds: Sequence[int] = (0,), strength: float = 2.0) -> FittedQualityPrior:
     "Fit on every suite training task (built or reused under `tasks_dir`) and save the JSON to `out`."
     from wmrl.core.settings import get_settings
-    from wmrl.execution.suite import SUITE, build_suite, suite_split
+    from wmrl.execution.suite import build_suite, suite_split
+    from wmrl.execution.suite_data import SUITE
     if not (isinstance(strength, (int, float)) and math.isfinite(strength) and strength > 0):  # before any build
         raise ValueError(f"strength must be a positive number, got {strength!r}")
     names = suite_split(list(SUITE))[0]
