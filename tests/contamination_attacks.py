@@ -134,7 +134,7 @@ ATTACKS: dict[str, str] = {
         "with open(os.environ['SUBMISSION_PATH'], 'w') as f:\n"
         "    f.write('id,setosa,versicolor,virginica\\n')\n"
         "    f.write('0,0.3,0.3,0.4\\n' * (400000))\n"),
-    # ---- attacks of our own, beyond the classes ----
+    # ---- attacks of our own, beyond the red team's classes ----
     "ptrace_everything": _PIDS + (
         "import ctypes\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
