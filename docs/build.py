@@ -29,15 +29,15 @@ PATH = [
     ("2. The method", "advantages, anchors, debiasing, denoising, the correction step that joins them, paired statistics",
      ["110_", "120_", "130_", "140_", "150_", "160_"]),
     ("3. Execution and grading", "task folders, metrics and leaderboards, the sandbox, pools of real executions, the task suite",
-     ["210_", "220_", "230_", "240_", "250_", "260_"]),
+     ["210_", "220_", "230_", "240_", "241_", "250_", "260_"]),
     ("4. The world model", "eight checks with strict verdicts, prompts, the static tier, backends, fidelity",
      ["3"]),
     ("5. AutoResearch", "the whole loop on CPU: a program-writing policy, a ledger, the loop, a grid",
      ["4"]),
     ("6. Full scale", "TRL, resource plans, MLE-Dojo, DSBench and the embodied track",
      ["510_", "520_", "540_", "550_", "560_", "570_", "6"]),
-    ("Appendix: engineering", "settings, benchmarks of the core, the warm sandbox server, Ray, the command line",
-     ["180_", "190_", "290_", "580_", "900_"]),
+    ("Appendix: engineering", "settings, benchmarks of the core, the sandbox plumbing and backends, the warm sandbox server, Ray, the command line",
+     ["180_", "190_", "280_", "281_", "282_", "290_", "291_", "580_", "900_"]),
 ]
 # Chapters executed by default: fast, and the ones whose figures a reader looks for first.
 TEACHING = ["110_advantages", "120_anchors", "130_debias", "140_denoise", "150_correction", "010_bandit",

@@ -175,7 +175,8 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
                   fallbacks={k: int(v) for k, v in world_model.stats.items() if k.startswith("fallback_")})
     rows = [{"solution": f.stem, "predicted_status": p.status, "predicted_reward": p.score} for f, p in zip(files, predictions)]
     if not args.skip_execute:
-        from wmrl.execution.sandbox import SandboxLimits, execute
+        from wmrl.execution.limits import SandboxLimits
+        from wmrl.execution.sandbox import execute
         limits = SandboxLimits.from_settings(wall_s=args.execute_timeout)
         with ThreadPoolExecutor(args.workers) as pool:
             executed = list(pool.map(lambda code: execute(task, code, None, limits), codes))

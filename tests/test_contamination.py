@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 from contamination_attacks import ATTACKS, BESIDE, fill
 
+from wmrl.execution.backends import bwrap_works
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import SandboxLimits, bwrap_works, execute, get_backend
+from wmrl.execution.sandbox import execute, get_backend
 from wmrl.execution.task_builder import build_iris_task
 from wmrl.execution.tasks import load_task
 from wmrl.execution.warm import WarmBackend

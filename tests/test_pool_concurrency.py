@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionJob, ExecutionPool, ledger
-from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.sandbox import get_backend
 from wmrl.execution.task_builder import build_iris_task
 from wmrl.execution.tasks import load_task
 
@@ -89,7 +90,7 @@ def test_ledger_ignores_nan_and_rejects_bad_jobs(pool, task):
 POOL_IN_A_PROCESS = """
 import json, sys
 from wmrl.execution.pool import ExecutionPool, ledger
-from wmrl.execution.sandbox import SandboxLimits
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.tasks import load_task
 task = load_task(sys.argv[1])
 code = "import os, shutil\\nshutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])"

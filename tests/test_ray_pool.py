@@ -15,8 +15,8 @@ import pytest
 
 from wmrl.adapters.ray_pool import RayExecutionPool, pack_folder
 from wmrl.autoresearch.ledger import execute_cached
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import SandboxLimits
 from wmrl.execution.tasks import load_task
 
 REPO = Path(__file__).resolve().parent.parent

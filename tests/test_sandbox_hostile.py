@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from wmrl.execution.backends import bwrap_works
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import IS_ROOT, SandboxLimits, bwrap_works, get_backend
+from wmrl.execution.sandbox import get_backend
 from wmrl.execution.task_builder import build_iris_task
 from wmrl.execution.tasks import load_task
+from wmrl.execution.workdir import IS_ROOT
 
 LIMITS = SandboxLimits(wall_s=5, memory_mb=512, nproc=48, disk_mb=64, file_mb=32, max_output_mb=4, output_kb=4)
 QUICK = ("import os, shutil\n"

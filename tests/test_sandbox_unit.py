@@ -15,22 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wmrl.execution.sandbox as sandbox
-from wmrl.execution.sandbox import (
-    MEMORY_EXIT,
-    SYNTAX_EXIT,
-    ExecutionRecord,
-    RawRun,
-    SandboxLimits,
-    Workdir,
-    _Tail,
-    classify,
-    cli_run,
-    execute,
-    fetch_submission,
-    get_backend,
-)
+from wmrl.execution.backends import _Tail, bwrap_works
+from wmrl.execution.docker_backend import DockerBackend
+from wmrl.execution.grading import STATUSES
+from wmrl.execution.limits import MEMORY_EXIT, SYNTAX_EXIT, ExecutionRecord, RawRun, SandboxLimits
+from wmrl.execution.pool import cli_run
+from wmrl.execution.sandbox import classify, execute, get_backend
 from wmrl.execution.task_builder import build_iris_task
 from wmrl.execution.tasks import load_task
+from wmrl.execution.workdir import Workdir, fetch_submission
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +58,7 @@ def test_limits_reject_bad_values_by_name(name, value):
 def test_classify_always_returns_a_known_status_and_a_message(code, sig, timed_out, wrote):
     status, message = classify(raw(exit_code=None if sig else code, signal=sig, timed_out=timed_out,
                                    submission_path=Path("s.csv") if wrote else None), SandboxLimits())
-    assert status in sandbox.STATUSES and message
+    assert status in STATUSES and message
     if timed_out:
         assert status == "timeout"
     if not timed_out and sig is None and code == 0:
@@ -138,7 +131,7 @@ class _FakeClient:  # only container_kwargs is exercised: no container is ever s
 
 def test_docker_container_arguments_without_a_daemon(tmp_path):
     pytest.importorskip("docker")
-    backend = sandbox.DockerBackend(image="wmrl-sandbox:test", client=_FakeClient(), gpus=True, cpus=1.5)
+    backend = DockerBackend(image="wmrl-sandbox:test", client=_FakeClient(), gpus=True, cpus=1.5)
     lim = SandboxLimits(wall_s=5, memory_mb=700, nproc=50, nofile=999999, disk_mb=100, file_mb=20)
     wd = Workdir(disk_mb=8, owner=65534)
     try:
@@ -175,7 +168,7 @@ def test_cli_run_prints_the_record(task, tmp_path, capsys):
 def test_cli_run_as_a_separate_process(task, tmp_path):
     solution = tmp_path / "solution.py"
     solution.write_text("raise SystemExit('stop here')\n")
-    done = subprocess.run([sys.executable, "-c", "import sys; from wmrl.execution.sandbox import cli_run; sys.exit(cli_run())",
+    done = subprocess.run([sys.executable, "-c", "import sys; from wmrl.execution.pool import cli_run; sys.exit(cli_run())",
                            str(task.root), str(solution)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
@@ -183,7 +176,7 @@ def test_cli_run_as_a_separate_process(task, tmp_path):
 
 
 def test_a_task_inside_a_runtime_mount_is_refused(tmp_path):
-    backend = get_backend("bwrap") if sandbox.bwrap_works() else pytest.skip("bwrap unavailable")
+    backend = get_backend("bwrap") if bwrap_works() else pytest.skip("bwrap unavailable")
     inside = Path(sys.prefix) / "wmrl-test-task-never-created" / "public"
     workdir = Workdir(disk_mb=1)
     try:
@@ -191,14 +184,14 @@ def test_a_task_inside_a_runtime_mount_is_refused(tmp_path):
             backend.command(tmp_path, workdir, inside, SandboxLimits(), report_usage=False)
     finally:
         workdir.cleanup()
-    from wmrl.execution.sandbox import _refuse_exposed_task
+    from wmrl.execution.backends import _refuse_exposed_task
     with pytest.raises(ValueError, match="overlaps"):
         _refuse_exposed_task(Path("/usr/share/tasks/x/public"), ["/usr"])
     _refuse_exposed_task(tmp_path / "task" / "public", ["/usr", sys.prefix])  # unrelated folders are fine
 
 
 def test_cleanup_stale_runs_only_touches_dead_owners(tmp_path):
-    from wmrl.execution.sandbox import cleanup_stale_runs
+    from wmrl.execution.workdir import cleanup_stale_runs
     dead, alive, foreign = (tmp_path / f"wmrl-run-{name}" for name in ("dead", "alive", "foreign"))
     for folder in (dead, alive, foreign):
         (folder / "work").mkdir(parents=True)
@@ -213,7 +206,7 @@ def test_bwrap_binds_the_interpreter_after_tmp(tmp_path):
     """A venv that lives under /tmp (a CI clone, say) must not be hidden by the sandbox's own /tmp mount."""
     from types import SimpleNamespace
 
-    from wmrl.execution.sandbox import BwrapBackend, find_bwrap
+    from wmrl.execution.backends import BwrapBackend, find_bwrap
     if not find_bwrap():
         pytest.skip("BWRAP NOT AVAILABLE: cannot build its command line")
     backend = BwrapBackend()
@@ -229,7 +222,6 @@ def test_bwrap_binds_the_interpreter_after_tmp(tmp_path):
 
 def test_a_sigkill_at_the_cpu_limit_is_a_timeout():
     """The kernel may SIGKILL at the hard CPU limit before the wall clock fires: that is still a timeout."""
-    from wmrl.execution.sandbox import RawRun, classify
     limits = SandboxLimits(wall_s=5)
     at_limit = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=5.0, cpu_s=5.0, peak_mb=1, stdout_tail="", stderr_tail="")
     early = RawRun(exit_code=None, signal=signal.SIGKILL, wall_s=0.5, cpu_s=0.4, peak_mb=1, stdout_tail="", stderr_tail="")

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from wmrl.execution.backends import bwrap_works
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import SandboxLimits, bwrap_works, execute, get_backend
+from wmrl.execution.sandbox import execute, get_backend
 from wmrl.execution.tasks import load_task
 from wmrl.execution.warm import WarmBackend
 

@@ -17,7 +17,7 @@ __all__ = ['COMMANDS', 'main']
 # %% ../nbs/900_cli.ipynb #bed2f807
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "core"), "wmrl.core.bench:cli_bench_core", "time the core: correction step, isotonic refits, map application"),
-    (("run",), "wmrl.execution.sandbox:cli_run", "execute one solution for real in the sandbox and print its record"),
+    (("run",), "wmrl.execution.pool:cli_run", "execute one solution for real in the sandbox and print its record"),
     (("grade",), "wmrl.execution.tasks:cli_grade", "grade a submission file against a task folder"),
     (("predict",), "wmrl.world_model.backends:cli_predict", "predict a solution's outcome with the world model (eight checks)"),
     (("tasks", "build"), "wmrl.execution.suite:cli_tasks_build", "build the AutoResearch task suite (deterministic, cached)"),

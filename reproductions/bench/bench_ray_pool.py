@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from wmrl.adapters.ray_pool import RayExecutionPool, pack_folder
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import SandboxLimits
 from wmrl.execution.tasks import load_task
 
 QUICK = ("import os, shutil\n"

@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.sandbox import get_backend
 from wmrl.execution.task_builder import build_iris_task
 from wmrl.execution.tasks import load_task
 

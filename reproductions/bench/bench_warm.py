@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
-from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.sandbox import get_backend
 from wmrl.execution.tasks import load_task
 from wmrl.execution.warm import WarmBackend
 
@@ -38,9 +39,18 @@ BEFORE_COMMIT = "70eeb55"  # the last commit with the un-isolated warm backend
 
 
 def warm_before_module():
-    "The un-isolated warm backend, from git history (it imports today's wmrl.execution.sandbox, which still has what it needs)."
-    source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_COMMIT}:wmrl/execution/warm.py"], check=True,
+    """The un-isolated warm backend, from git history. It was written against the flat `wmrl.sandbox` of that commit,
+    whose names now live in `wmrl.execution.{limits,workdir,backends}`: it gets a stand-in module made of those
+    (only for this comparison; nothing in the package imports `wmrl.sandbox`)."""
+    import types
+
+    from wmrl.execution import backends, limits, workdir
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_COMMIT}:wmrl/warm.py"], check=True,
                             capture_output=True, text=True).stdout
+    flat = types.ModuleType("wmrl.sandbox")
+    for part in (limits, workdir, backends):
+        flat.__dict__.update({k: v for k, v in vars(part).items() if not k.startswith("__")})
+    sys.modules.setdefault("wmrl.sandbox", flat)
     path = Path(tempfile.mkdtemp()) / "warm_before.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("warm_before", path)

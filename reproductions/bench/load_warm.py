@@ -23,8 +23,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool, ledger
-from wmrl.execution.sandbox import SandboxLimits, get_backend
+from wmrl.execution.sandbox import get_backend
 from wmrl.execution.task_builder import build_iris_task
 from wmrl.execution.tasks import load_task
 from wmrl.execution.warm import WarmBackend

@@ -17,8 +17,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..execution.limits import ExecutionRecord, RawRun, SandboxLimits
 from ..execution.pool import ExecutionJob, as_job, infra_record
-from ..execution.sandbox import ExecutionRecord, RawRun, SandboxLimits, execute, get_backend, task_limits
+from ..execution.sandbox import execute, get_backend, task_limits
 
 # %% auto #0
 __all__ = ['BACKENDS', 'TASK_DATA', 'pack_folder', 'default_cache_dir', 'materialise', 'run_raw', 'job_limits',

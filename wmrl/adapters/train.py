@@ -317,7 +317,7 @@ def sandbox_limits(config: dict):
     sandbox = config["sandbox"]
     if not (sandbox.get("wall_s") or sandbox.get("memory_mb")):
         return None
-    from wmrl.execution.sandbox import SandboxLimits
+    from wmrl.execution.limits import SandboxLimits
     return SandboxLimits.from_settings(**{k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)})
 
 def build_scorer(config: dict, tasks: dict, world_model=None):

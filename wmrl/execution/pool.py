@@ -7,16 +7,23 @@ Docs: https://github.com/wmrl-kit/wmrl/pool.html.md"""
 # %% ../../nbs/250_pool.ipynb #72c9455e
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
+import sys
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
-from .sandbox import ExecutionRecord, SandboxBackend, SandboxLimits, execute, get_backend
+from .backends import SandboxBackend
+from .limits import ExecutionRecord, SandboxLimits
+from .sandbox import execute, get_backend
+from .tasks import load_task
 
 # %% auto #0
-__all__ = ['ExecutionJob', 'as_job', 'infra_record', 'ExecutionPool', 'ledger']
+__all__ = ['ExecutionJob', 'as_job', 'infra_record', 'ExecutionPool', 'ledger', 'cli_run']
 
 # %% ../../nbs/250_pool.ipynb #c1805bad
 @dataclass(frozen=True)
@@ -88,3 +95,40 @@ def ledger(records: list[ExecutionRecord]) -> dict:
             "peak_mb_max": float(max(finite([r.peak_mb for r in records]), default=math.nan)),
             "infra_errors": sum(r.infra_error for r in records),
             "statuses": dict(Counter(r.status for r in records))}
+
+# %% ../../nbs/250_pool.ipynb #803cfd34
+def cli_run(argv: list[str] | None = None) -> int:
+    "`wmrl run TASK SOL [SOL ...] [--backend B] [--workers N]`: execute through one pool, print one JSON record per line."
+    parser = argparse.ArgumentParser(prog="wmrl run", description=(
+        "Execute solutions on a task in the sandbox and grade them. Every solution goes through one execution pool "
+        "(with --backend warm: the same pre-imported server), and one JSON record per solution is printed, one per "
+        "line, in the order given. Exit code 0 when every solution was executed, whatever its status; 2 for bad "
+        "arguments or an unreadable file (then nothing runs)."))
+    parser.add_argument("task_dir", help="task folder in MLE-Dojo layout")
+    parser.add_argument("solutions", nargs="+", metavar="SOLUTION", help="Python files to execute, in this order")
+    parser.add_argument("--backend", choices=["auto", "bwrap", "subprocess", "docker", "warm"], default=None,
+                        help="sandbox backend (default: sandbox_backend from settings.ini)")
+    parser.add_argument("--workers", type=int, default=1, help="solutions executed at once (default 1)")
+    parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds")
+    parser.add_argument("--memory-mb", type=int, default=None, help="memory limit in MB")
+    args = parser.parse_args(argv)
+    try:
+        if args.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {args.workers}")
+        task = load_task(args.task_dir)
+        codes = [Path(path).read_text() for path in args.solutions]  # all read first: a bad path runs nothing
+        overrides = {k: v for k, v in (("wall_s", args.timeout), ("memory_mb", args.memory_mb)) if v is not None}
+        limits = SandboxLimits.from_settings(**overrides) if overrides else None
+        backend = get_backend(args.backend)
+    except (OSError, ValueError, TypeError, RuntimeError) as err:
+        print(json.dumps({"error": f"{type(err).__name__}: {err}"}), file=sys.stderr)
+        return 2
+    try:
+        with ExecutionPool(backend, max_workers=args.workers) as pool:
+            futures = [pool.submit(task, code, limits) for code in codes]
+            for path, future in zip(args.solutions, futures):
+                print(json.dumps({"solution": path, **future.result().to_dict()}), flush=True)
+    finally:
+        if hasattr(backend, "close"):
+            backend.close()
+    return 0
