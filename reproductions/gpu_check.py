@@ -109,7 +109,7 @@ def agent_overrides(args: argparse.Namespace, out_dir: Path) -> list[str]:
 def planned(args: argparse.Namespace) -> dict:
     "The plan's figures (GiB) for phases 1-3 on one H200, from the same overrides (wmrl.adapters.plan)."
     from wmrl.adapters.plan import plan
-    from wmrl.adapters.train import load_config
+    from wmrl.adapters.train_config import load_config
     figures = {}
     for name, overrides in (("training", training_overrides), ("agent", agent_overrides)):
         config = load_config(args.config, overrides(args, run_dir(args) / name))
@@ -125,7 +125,8 @@ def planned(args: argparse.Namespace) -> dict:
 
 def plan_summary(args: argparse.Namespace) -> dict:
     "What the check will do (no weights, no vLLM import)."
-    from wmrl.adapters.train import dry_run, load_config
+    from wmrl.adapters.train import dry_run
+    from wmrl.adapters.train_config import load_config
     solutions = sorted(Path(args.solutions).glob("*.py"))
     if not solutions:
         raise FileNotFoundError(f"no solutions (*.py) in {args.solutions}")
@@ -159,7 +160,8 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
     "Phase 1: the config's vLLM world model predicts every solution; the sandbox runs them for comparison."
     from concurrent.futures import ThreadPoolExecutor
 
-    from wmrl.adapters.train import build_scorer, load_config
+    from wmrl.adapters.train import build_scorer
+    from wmrl.adapters.train_config import load_config
     from wmrl.execution.tasks import load_task
     config = load_config(args.config, training_overrides(args, run_dir(args) / "world_model"))
     task = load_task(args.task)
@@ -188,7 +190,8 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
 
 def _train(args: argparse.Namespace, record: dict, overrides: list[str], out_dir: Path) -> dict:
     "Train with `overrides` into out_dir; returns metrics.json and records the logged sampling/* and rewards/*."
-    from wmrl.adapters.train import load_config, run_training
+    from wmrl.adapters.train import run_training
+    from wmrl.adapters.train_config import load_config
     record["summary"] = run_training(load_config(args.config, overrides))
     metrics = json.loads((out_dir / "metrics.json").read_text())
     record["step_times_s"] = [h["step_time"] for h in metrics["log_history"] if "step_time" in h]

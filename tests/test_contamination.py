@@ -242,7 +242,7 @@ def test_a_job_that_ooms_its_server_is_blamed_and_its_neighbour_rerun(task, cold
 
 def test_the_text_ladder_reads_the_status_mledojo_reports():
     "A crash whose own output says 'Execution successful' is a crash (0.1), not a run without a submission (0.2)."
-    from wmrl.adapters.research_agent import ladder_from_observation
+    from wmrl.adapters.agent_feedback import ladder_from_observation
     crash = ("=== Code Execution Results ===\nExecution failed: Traceback (most recent call last):\n"
              "print('Execution successful')\nValueError: boom")
     assert ladder_from_observation(crash, 0.0, "x = 1") == ("runtime_error", 0.1, None)

@@ -124,7 +124,7 @@ def test_adaptive_anchor_fraction_keeps_its_floor_cap_and_budget_and_resumes_ide
 
 def test_wmrl_adaptive_is_reachable_from_a_training_config():
     "The TRL adapter plans through WMRLCorrector.plan, so a train config's method and correction section select it."
-    from wmrl.adapters.train import correction_config
+    from wmrl.adapters.train_config import correction_config
     config = correction_config({"seed": 3, "method": "wmrl_adaptive",
                                 "correction": {"anchor_fraction": 0.25, "adaptive_budget": 20, "adaptive_steps": 10}})
     corrector = WMRLCorrector(config)

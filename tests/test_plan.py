@@ -16,7 +16,8 @@ from wmrl.adapters.plan import (
     parameter_count,
     plan,
 )
-from wmrl.adapters.train import cli_train, load_config
+from wmrl.adapters.train import cli_train
+from wmrl.adapters.train_config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((REPO / "reproductions/configs").glob("*.yaml"))

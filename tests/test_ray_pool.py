@@ -207,7 +207,8 @@ def test_pack_then_materialise_round_trips(tmp_path_factory):
 
 def test_train_scorer_routes_anchor_executions_through_ray(ray, iris, tmp_path):
     "`sandbox.ray` in a `wmrl train` config: the TaskScorer's executions become Ray tasks, with the local rewards."
-    from wmrl.adapters.train import build_scorer, build_tasks, load_config
+    from wmrl.adapters.train import build_scorer, build_tasks
+    from wmrl.adapters.train_config import load_config
     config = load_config("tiny-cpu", [f"sandbox.ray.cache_dir={tmp_path}", "sandbox.ray.num_cpus=1"])
     tasks = build_tasks(config)
     ray_scorer = build_scorer(config, tasks)

@@ -5,18 +5,11 @@ import threading
 
 import pytest
 
-from wmrl.adapters.mledojo import KaggleEnv, build_mini_competition, load_competition
-from wmrl.adapters.research_agent import (
-    EXAMPLE_MESSAGES,
-    Episode,
-    Outcome,
-    SandboxFeedback,
-    WorldModelFeedback,
-    menu_message,
-    observe_batch,
-    parse_action,
-    run_episode,
-)
+from wmrl.adapters.agent_actions import parse_action
+from wmrl.adapters.agent_feedback import Outcome, SandboxFeedback, WorldModelFeedback
+from wmrl.adapters.kaggle_env import KaggleEnv
+from wmrl.adapters.mledojo import build_mini_competition, load_competition
+from wmrl.adapters.research_agent import EXAMPLE_MESSAGES, Episode, menu_message, observe_batch, run_episode
 from wmrl.world_model.static import StaticWorldModel
 
 SCRIPT = [EXAMPLE_MESSAGES[name] for name in ("request_info", "wrong_column", "logistic")]

@@ -8,14 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.adapters.mledojo import KaggleEnv, build_mini_competition, load_competition
-from wmrl.adapters.research_agent import (
-    SandboxFeedback,
-    build_messages,
-    run_episode,
-    transformers_generate_fn,
-    world_model_reward,
-)
+from wmrl.adapters.agent_feedback import SandboxFeedback
+from wmrl.adapters.kaggle_env import KaggleEnv
+from wmrl.adapters.mledojo import build_mini_competition, load_competition
+from wmrl.adapters.research_agent import build_messages, run_episode, transformers_generate_fn, world_model_reward
 from wmrl.world_model.static import StaticWorldModel
 
 DOJO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "mle-dojo"

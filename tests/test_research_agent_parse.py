@@ -7,14 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.adapters.research_agent import (
-    ACTION_KINDS,
-    Action,
-    clip_response,
-    parse_action,
-    scan_fences,
-    truncate_observation,
-)
+from wmrl.adapters.agent_actions import ACTION_KINDS, Action, parse_action, scan_fences, truncate_observation
+from wmrl.adapters.research_agent import clip_response
 
 PIECES = st.sampled_from(["```", "```python\n", "```py\n", "```bash\n", "\n", "<action>request_info</action>",
                           "<action>validate_code</action>", "request_info", "<info_type>metadata</info_type>",

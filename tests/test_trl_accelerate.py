@@ -137,7 +137,8 @@ def _readme_block(language: str, containing: str) -> str:
 def test_readme_server_config_is_valid_for_trl_and_the_http_world_model():
     import yaml
 
-    from wmrl.adapters.train import dry_run, load_config
+    from wmrl.adapters.train import dry_run
+    from wmrl.adapters.train_config import load_config
     from wmrl.world_model.backends import get_world_model
     snippet = yaml.safe_load(_readme_block("yaml", "vllm_mode: server"))
     overrides = [f"trl.{key}={value}" for key, value in snippet["trl"].items()]

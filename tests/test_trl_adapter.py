@@ -15,14 +15,9 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from wmrl.adapters.trl_adapter import (  # noqa: E402
-    TRL_SIGNATURES,
-    TaskScorer,
-    check_trl_contract,
-    make_wmrl_trainer_class,
-    menu_program,
-    tiny_policy,
-)
+from wmrl.adapters.completions import menu_program  # noqa: E402
+from wmrl.adapters.task_scorer import TaskScorer  # noqa: E402
+from wmrl.adapters.trl_adapter import TRL_SIGNATURES, check_trl_contract, make_wmrl_trainer_class, tiny_policy  # noqa: E402
 from wmrl.core.correction import CorrectionConfig, WMRLCorrector  # noqa: E402
 from wmrl.execution.tasks import load_task  # noqa: E402
 from wmrl.world_model.static import StaticWorldModel  # noqa: E402

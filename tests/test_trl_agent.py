@@ -19,15 +19,10 @@ import pytest
 pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 
-from wmrl.adapters.train import (  # noqa: E402
-    build_dataset_rows,
-    build_scorer,
-    build_tasks,
-    correction_config,
-    grpo_config,
-    load_config,
-)
-from wmrl.adapters.trl_adapter import AgentRollout, make_wmrl_trainer_class, tiny_policy  # noqa: E402
+from wmrl.adapters.agent_rollout import AgentRollout  # noqa: E402
+from wmrl.adapters.train import build_dataset_rows, build_scorer, build_tasks, grpo_config  # noqa: E402
+from wmrl.adapters.train_config import correction_config, load_config  # noqa: E402
+from wmrl.adapters.trl_adapter import make_wmrl_trainer_class, tiny_policy  # noqa: E402
 from wmrl.core.correction import WMRLCorrector  # noqa: E402
 from wmrl.execution.grading import STATUSES  # noqa: E402
 from wmrl.world_model.static import StaticWorldModel  # noqa: E402

@@ -16,8 +16,11 @@ pytest.importorskip("trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
-from wmrl.adapters.train import cli_train, dry_run, load_config  # noqa: E402
-from wmrl.adapters.trl_adapter import TaskScorer, make_wmrl_trainer_class, menu_program, tiny_policy  # noqa: E402
+from wmrl.adapters.completions import menu_program  # noqa: E402
+from wmrl.adapters.task_scorer import TaskScorer  # noqa: E402
+from wmrl.adapters.train import cli_train, dry_run  # noqa: E402
+from wmrl.adapters.train_config import load_config  # noqa: E402
+from wmrl.adapters.trl_adapter import make_wmrl_trainer_class, tiny_policy  # noqa: E402
 from wmrl.core.correction import CorrectionConfig, WMRLCorrector  # noqa: E402
 from wmrl.execution.tasks import load_task  # noqa: E402
 from wmrl.world_model.backends import HTTPWorldModel, TransformersWorldModel, VLLMWorldModel, get_world_model  # noqa: E402
@@ -146,8 +149,11 @@ def feedback_labels(text: str) -> list[str]:
 
 def test_world_model_feedback_has_the_sandbox_fields(tmp_path):
     "Execution time, stdout and both best-score lines appear in predicted feedback as in real feedback."
-    from wmrl.adapters.mledojo import KaggleEnv, build_mini_competition, load_competition
-    from wmrl.adapters.research_agent import EXAMPLE_MESSAGES, SandboxFeedback, WorldModelFeedback, parse_action
+    from wmrl.adapters.agent_actions import parse_action
+    from wmrl.adapters.agent_feedback import SandboxFeedback, WorldModelFeedback
+    from wmrl.adapters.kaggle_env import KaggleEnv
+    from wmrl.adapters.mledojo import build_mini_competition, load_competition
+    from wmrl.adapters.research_agent import EXAMPLE_MESSAGES
     build_mini_competition(tmp_path)
     competition = load_competition(tmp_path, "breast-cancer-mini")
     action = parse_action(EXAMPLE_MESSAGES["logistic"].replace("```python\n", "```python\nprint('fitting')\n", 1))
@@ -236,8 +242,10 @@ def test_the_issue_s_original_settings_do_not_fit(capsys):
 
 def test_a_sandbox_exception_in_an_agent_turn_is_ungraded(tmp_path):
     "The research agent's real feedback: a sandbox that raises gives an infrastructure turn and an ungraded episode."
+    from wmrl.adapters.agent_actions import parse_action
+    from wmrl.adapters.agent_feedback import SandboxFeedback
     from wmrl.adapters.mledojo import build_mini_competition, load_competition
-    from wmrl.adapters.research_agent import EXAMPLE_MESSAGES, Episode, SandboxFeedback, parse_action
+    from wmrl.adapters.research_agent import EXAMPLE_MESSAGES, Episode
 
     class BrokenEnv:
         def step(self, action, **kwargs):

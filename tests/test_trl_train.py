@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.adapters.train import correction_config, load_config
+from wmrl.adapters.train_config import correction_config, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "reproductions" / "configs"

@@ -12,7 +12,9 @@ from pathlib import Path
 from datasets import Dataset
 from trl import GRPOConfig
 
-from wmrl.adapters.trl_adapter import TaskScorer, make_wmrl_trainer_class, menu_program
+from wmrl.adapters.completions import menu_program
+from wmrl.adapters.task_scorer import TaskScorer
+from wmrl.adapters.trl_adapter import make_wmrl_trainer_class
 from wmrl.core.correction import CorrectionConfig, WMRLCorrector
 from wmrl.execution.tasks import load_task
 from wmrl.world_model.static import StaticWorldModel

@@ -24,8 +24,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
+    from wmrl.adapters.agent_actions import parse_action, truncate_observation
     from wmrl.adapters.mledojo import build_mini_competition, load_competition
-    from wmrl.adapters.research_agent import build_messages, parse_action, run_episode, truncate_observation
+    from wmrl.adapters.research_agent import build_messages, run_episode
     from wmrl.world_model.static import StaticWorldModel
 
     program = "```python\nimport os\nimport pandas as pd\n" + "x = pd.DataFrame({'a': [1, 2]})\n" * 400 + "```"

@@ -23,7 +23,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
-        from wmrl.adapters.train import load_config, run_training
+        from wmrl.adapters.train import run_training
+        from wmrl.adapters.train_config import load_config
         with tempfile.TemporaryDirectory() as folder:
             config = load_config("tiny-cpu", [f"trl.max_steps={args.steps}", f"method={args.method}",
                                               f"output_dir={folder}", *args.overrides])

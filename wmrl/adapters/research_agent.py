@@ -9,125 +9,18 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ..execution.grading import leaderboard_position
-from .mledojo import KaggleEnv
+from .agent_actions import _WORD, Action, _check_budget, _encode, parse_action, truncate_observation
+from .agent_feedback import Outcome, SandboxFeedback, WorldModelFeedback
+from .completions import menu_program
 
 # %% auto #0
-__all__ = ['ACTION_KINDS', 'PYTHON_TAGS', 'SYSTEM_PROMPT', 'MALFORMED_FEEDBACK', 'PREDICTED_WALL_S', 'EXAMPLE_MESSAGES', 'Action',
-           'scan_fences', 'parse_action', 'truncate_observation', 'system_prompt', 'task_overview', 'build_messages',
-           'Outcome', 'ladder_from_observation', 'SandboxFeedback', 'predicted_stdout', 'predicted_feedback',
-           'WorldModelFeedback', 'Turn', 'Trajectory', 'clip_response', 'as_feedback', 'Episode', 'run_episode',
-           'observe_batch', 'menu_message', 'transformers_generate_fn', 'world_model_reward']
-
-# %% ../../nbs/560_research_agent.ipynb #9478db34
-ACTION_KINDS = ("request_info", "validate_code", "execute_code", "malformed")
-PYTHON_TAGS = ("python", "py", "python3")
-
-@dataclass(frozen=True)
-class Action:
-    "One parsed action: its kind, the program (execute/validate), the info type (request_info) and the rule that matched."
-    kind: str
-    code: str = ""
-    info_type: str = "all"
-    rule: str = ""
-
-    def __post_init__(self):
-        if self.kind not in ACTION_KINDS:
-            raise ValueError(f"unknown action kind {self.kind!r}; expected one of {ACTION_KINDS}")
-
-# %% ../../nbs/560_research_agent.ipynb #58749420
-def scan_fences(text: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
-    "Closed fences as (language, body) in order, and the unclosed trailing fence (or None)."
-    closed, position = [], 0
-    while (start := text.find("```", position)) != -1:
-        next_fence = text.find("```", start + 3)
-        # search for the newline only up to the next fence, so every character is scanned a bounded number of times
-        line_end = text.find("\n", start + 3, next_fence if next_fence != -1 else len(text))
-        if line_end == -1:
-            if next_fence == -1:
-                return closed, ("", "")          # a lone opening fence with nothing after it
-            closed.append(("", text[start + 3:next_fence]))  # ```code``` on one line
-            position = next_fence + 3
-            continue
-        language = text[start + 3:line_end].strip().lower()
-        if next_fence == -1:
-            return closed, (language, text[line_end + 1:])
-        closed.append((language, text[line_end + 1:next_fence]))
-        position = next_fence + 3
-    return closed, None
-
-# %% ../../nbs/560_research_agent.ipynb #d545e83c
-_INFO_TAG = re.compile(r"<action>\s*request_info\s*</action>", re.IGNORECASE)
-_VALIDATE_TAG = re.compile(r"<action>\s*validate_code\s*</action>", re.IGNORECASE)
-_INFO_TYPE = re.compile(r"<info_type>\s*([a-z_]{1,40})\s*</info_type>|request_info\(\s*(?:info_type\s*=\s*)?[\"']?([a-z_]{1,40})",
-                        re.IGNORECASE)
-_BARE_INFO = re.compile(r"(?<![A-Za-z0-9_])request_info(?![A-Za-z0-9_])", re.IGNORECASE)  # ASCII word edges
-
-def _info_type(text: str) -> str:
-    match = _INFO_TYPE.search(text)
-    return (match.group(1) or match.group(2)).lower() if match else "all"
-
-def _last_body(fences, languages) -> str | None:
-    "The last non-blank body among fences whose language is in `languages`."
-    bodies = [body for language, body in fences if language in languages and body.strip()]
-    return bodies[-1] if bodies else None
-
-# %% ../../nbs/560_research_agent.ipynb #619912e8
-def parse_action(text: str) -> Action:
-    "The agent's message -> one Action, by the official priority order (see above). Never raises on a str."
-    if not isinstance(text, str):
-        raise TypeError(f"the agent's message must be a str, got {type(text).__name__}")
-    closed, unclosed = scan_fences(text)
-    code_fences = [(language, body) for language, body in closed if language in PYTHON_TAGS + ("",)]
-    if _INFO_TAG.search(text) and _last_body(code_fences, PYTHON_TAGS + ("",)) is None:
-        return Action("request_info", info_type=_info_type(text), rule="info_tag")
-    kind = "validate_code" if _VALIDATE_TAG.search(text) else "execute_code"
-    for rule, languages in (("python_fence", PYTHON_TAGS), ("generic_fence", ("",))):
-        if (body := _last_body(code_fences, languages)) is not None:
-            return Action(kind, code=body, rule=rule)
-    if unclosed is not None and unclosed[0] in PYTHON_TAGS + ("",) and unclosed[1].strip():
-        return Action(kind, code=unclosed[1], rule="unclosed_fence")
-    if _BARE_INFO.search(text):
-        return Action("request_info", info_type=_info_type(text), rule="bare_request_info")
-    return Action("malformed", rule="malformed")
-
-# %% ../../nbs/560_research_agent.ipynb #e41a3e4e
-_WORD = re.compile(r"\S+")
-
-def _check_budget(max_tokens) -> None:
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
-
-def _encode(tokenizer, text: str) -> list[int]:
-    try:
-        return list(tokenizer.encode(text, add_special_tokens=False))
-    except TypeError:  # a tokenizer without that keyword
-        return list(tokenizer.encode(text))
-
-def truncate_observation(text: str, max_tokens: int, tokenizer=None) -> str:
-    "Keep the first 2/3 and the last 1/3 of `max_tokens` tokens with a marker between; short texts pass unchanged."
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    _check_budget(max_tokens)
-    head_n = (2 * max_tokens) // 3
-    tail_n = max_tokens - head_n
-    if tokenizer is not None:
-        ids = _encode(tokenizer, text)
-        if len(ids) <= max_tokens:
-            return text
-        marker = f"\n... [{len(ids) - max_tokens} tokens truncated] ...\n"
-        return tokenizer.decode(ids[:head_n]) + marker + tokenizer.decode(ids[len(ids) - tail_n:])
-    words = list(_WORD.finditer(text))
-    if len(words) <= max_tokens:
-        return text
-    head = text[:words[head_n - 1].end()] if head_n else ""
-    tail = text[words[len(words) - tail_n].start():]
-    return f"{head}\n... [{len(words) - max_tokens} tokens truncated] ...\n{tail}"
+__all__ = ['SYSTEM_PROMPT', 'EXAMPLE_MESSAGES', 'system_prompt', 'task_overview', 'build_messages', 'Turn', 'Trajectory',
+           'clip_response', 'as_feedback', 'Episode', 'run_episode', 'observe_batch', 'menu_message',
+           'transformers_generate_fn', 'world_model_reward']
 
 # %% ../../nbs/560_research_agent.ipynb #8820688b
 SYSTEM_PROMPT = """You are a machine-learning engineer competing in a Kaggle-style competition. Your goal is the best
@@ -145,7 +38,7 @@ Rules:
 
 def system_prompt(max_turns: int = 4, compute_budget_s: float = 600.0) -> str:
     "The agent's system prompt for an episode of `max_turns` turns."
-    from wmrl.adapters.mledojo import INFO_TYPES
+    from wmrl.adapters.kaggle_env import INFO_TYPES
     return SYSTEM_PROMPT.format(max_turns=max_turns, info_types=", ".join(INFO_TYPES), budget=compute_budget_s)
 
 # %% ../../nbs/560_research_agent.ipynb #09495132
@@ -180,167 +73,6 @@ def build_messages(task, max_turns: int = 4, overview_max_tokens: int = 1500, to
     return [{"role": "system", "content": system_prompt(max_turns, task.compute_budget_s)},
             {"role": "user", "content": task_overview(task, overview_max_tokens, tokenizer)
              + f"\n\nTurn 1 of {max_turns}."}]
-
-# %% ../../nbs/560_research_agent.ipynb #bda696ad
-@dataclass
-class Outcome:
-    "What one action produced: the observation text, the turn reward and status, and where it came from."
-    observation: str
-    reward: float
-    status: str
-    position: float | None = None
-    detail: dict = field(default_factory=dict)
-
-MALFORMED_FEEDBACK = "No valid action found. Emit exactly one ```python``` code block, or <action>request_info</action>."
-
-def _reported(feedback: str, header: str, last: bool = False) -> list[str]:
-    "The lines of MLE-Dojo's own block under `header` (the first one: the solution's output can only come after it)."
-    lines = feedback.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.strip() == header]
-    return lines[(starts[-1] if last else starts[0]) + 1:] if starts else []
-
-def ladder_from_observation(feedback: str, reward: float, code: str) -> tuple[str, float, float | None]:
-    """(status, ladder reward, position) read off MLE-Dojo's feedback text, as the official grader does: from the
-    status line MLE-Dojo writes under its "=== Code Execution Results ===" header, never from a substring that
-    the solution's own output could contain."""
-    from wmrl.execution.grading import ladder_reward
-    from wmrl.world_model.verdicts import syntax_error_of
-    if reward > 0:
-        position = min(1.0, float(reward))
-        return "ok", ladder_reward("ok", position), position
-    block = _reported(feedback, "=== Code Execution Results ===")
-    if block and block[0].strip() == "Execution successful":
-        evaluation = "\n".join(_reported(feedback, "=== Submission Evaluation ===", last=True))
-        status = "invalid_submission" if "InvalidSubmission" in evaluation else "no_submission"
-        return status, ladder_reward(status), None
-    if syntax_error_of(code) is None:
-        status = "timeout" if block and "timed out" in block[0] else "runtime_error"
-        return status, ladder_reward(status), None
-    return "syntax_error", ladder_reward("syntax_error"), None
-
-# %% ../../nbs/560_research_agent.ipynb #346c6888
-def _feedback_text(observation) -> str:
-    "The base feedback text of an MLE-Dojo observation (either env)."
-    feedback = observation.get("feedback")
-    if isinstance(feedback, dict):
-        base = feedback.get("base", {})
-        return str(base.get("feedback") or base.get("error") or "")
-    return str(feedback or "")
-
-class SandboxFeedback:
-    "Real observations from an MLE-Dojo-style env: step(action, **kwargs) -> (observation, reward)."
-    source = "sandbox"
-
-    def __init__(self, env):
-        if not callable(getattr(env, "step", None)):
-            raise TypeError(f"env must have a step(action, **kwargs) method, got {type(env).__name__}")
-        self.env = env
-
-    def __call__(self, action: Action) -> Outcome:
-        if action.kind == "malformed":
-            return Outcome(MALFORMED_FEEDBACK, 0.0, "malformed")
-        kwargs = {"info_type": action.info_type} if action.kind == "request_info" else {"code": action.code}
-        try:
-            observation, reward = self.env.step(action.kind, **kwargs)
-        except Exception as error:  # the sandbox broke, not the program: an ungraded infrastructure turn
-            text = f"=== Code Execution Results ===\nExecution failed: sandbox failure (not the solution's fault): {type(error).__name__}"
-            return Outcome(text, 0.0, "runtime_error", detail={"infra_error": f"{type(error).__name__}: {error}"})
-        text = _feedback_text(observation)
-        if action.kind != "execute_code":
-            return Outcome(text, 0.0, action.kind, detail={"action_status": observation.get("action_status")})
-        record = getattr(self.env, "last_record", None)  # the kit's env keeps the full execution record
-        if record is not None:
-            position = None if math.isnan(record.position) else float(record.position)
-            return Outcome(text, float(record.reward), record.status, position, {"record": record.to_dict()})
-        status, ladder, position = ladder_from_observation(text, float(reward), action.code)
-        return Outcome(text, ladder, status, position, {"env_reward": float(reward)})
-
-# %% ../../nbs/560_research_agent.ipynb #ab421c93
-PREDICTED_WALL_S = 5.0  # shown execution time when no real run of the task has been seen yet (an assumption)
-
-def predicted_stdout(code: str, limit: int = 400) -> str:
-    "What the program's module-level print() calls of constants would print (a world model cannot know the rest)."
-    import ast
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return ""
-    lines = []
-    for node in tree.body:
-        call = node.value if isinstance(node, ast.Expr) else None
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "print" and not call.keywords \
-                and all(isinstance(a, ast.Constant) for a in call.args):
-            lines.append(" ".join(str(a.value) for a in call.args))
-    return "\n".join(lines)[-limit:]
-
-# %% ../../nbs/560_research_agent.ipynb #de065ba5
-def _predicted_raw_score(task, position: float):
-    "The private-board score at the predicted position (what a submission there would have scored), or None."
-    try:
-        board = sorted(task.private_leaderboard(), reverse=task.higher_is_better)
-    except (AttributeError, OSError, ValueError):
-        return None
-    index = min(len(board) - 1, max(0, int(round(len(board) * (1 - position)))))
-    return float(board[index])
-
-def predicted_feedback(task, prediction, code: str, wall_s: float = PREDICTED_WALL_S, best_raw=None, best_position=None) -> str:
-    "MLE-Dojo-shaped feedback for a world-model prediction, with the same fields as the sandbox's."
-    from wmrl.world_model.verdicts import format_traceback
-    status = prediction.status
-    if status in ("syntax_error", "runtime_error", "timeout", "memory"):
-        text = prediction.feedback or format_traceback(prediction.error_type or "RuntimeError", "", prediction.line, code)
-        return f"=== Code Execution Results ===\nExecution failed: {text}"
-    stdout = predicted_stdout(code)
-    head = (f"=== Code Execution Results ===\nExecution successful\nCode execution time: {wall_s:.2f}s"
-            + (f"\nCode output: {stdout}" if stdout else "") + "\n\n=== Submission Evaluation ===\n")
-    if status == "no_submission":
-        return head + f"Submission error (SubmissionNotFoundError): {prediction.feedback or 'no submission.csv was written'}"
-    if status == "invalid_submission":
-        return head + f"Submission error (InvalidSubmissionError): {prediction.feedback or 'the submission does not match sample_submission.csv'}"
-    lines = ["Submission successful"]
-    raw = _predicted_raw_score(task, prediction.position)
-    if raw is not None:
-        for board, scores in (("Private", task.private_leaderboard()), ("Public", task.public_leaderboard())):
-            n = len(scores)
-            lines.append(f"{board} Leaderboard: Position {int(round(n * (1 - leaderboard_position(raw, scores, task.higher_is_better)))) + 1} / {n}")
-        lines.append(f"Raw Score: {raw}")
-    lines.append(f"Average Position Score: {prediction.position:.4f}")
-    lines += [f"Best Raw Score: {best_raw}", f"Best Position Score: {best_position}"]
-    return head + "\n".join(lines)
-
-# %% ../../nbs/560_research_agent.ipynb #3479b8c0
-class WorldModelFeedback:
-    "Predicted observations: the world model judges each program instead of running it."
-    source = "world_model"
-
-    def __init__(self, world_model, task, wall_s: Callable[[], float] | float = PREDICTED_WALL_S):
-        if not callable(getattr(world_model, "predict", None)):
-            raise TypeError(f"world_model must have predict([(task, code)]), got {type(world_model).__name__}")
-        self.world_model, self.task, self.wall_s = world_model, task, wall_s
-        self.info_env = KaggleEnv(task)  # answers request_info from the task files; executes nothing
-        self.best_raw = self.best_position = None  # the episode's best, shown like the sandbox's "Best ..." lines
-
-    def __call__(self, action: Action) -> Outcome:
-        if action.kind == "malformed":
-            return Outcome(MALFORMED_FEEDBACK, 0.0, "malformed")
-        if action.kind == "request_info":
-            observation, _ = self.info_env.step("request_info", info_type=action.info_type)
-            return Outcome(_feedback_text(observation), 0.0, "request_info")
-        return self.outcome(action, self.world_model.predict([(self.task, action.code)])[0])
-
-    def outcome(self, action: Action, prediction) -> Outcome:
-        "The Outcome of an execute/validate action from its Prediction (split out so predictions can be batched)."
-        if action.kind == "execute_code" and prediction.status == "ok":
-            raw = _predicted_raw_score(self.task, prediction.position)
-            better = raw is not None and (self.best_raw is None or (raw > self.best_raw if self.task.higher_is_better else raw < self.best_raw))
-            self.best_raw = raw if better else self.best_raw
-            self.best_position = max(float(prediction.position), self.best_position or 0.0)
-        wall_s = self.wall_s() if callable(self.wall_s) else float(self.wall_s)
-        text = predicted_feedback(self.task, prediction, action.code, wall_s, self.best_raw, self.best_position)
-        detail = {"prediction": prediction.to_dict()}
-        if action.kind == "validate_code":
-            return Outcome(text.replace("Code Execution Results", "Code Validation Results", 1), 0.0, "validate_code", detail=detail)
-        return Outcome(text, float(prediction.score), prediction.status, prediction.position, detail)
 
 # %% ../../nbs/560_research_agent.ipynb #65dcb1b0
 @dataclass
@@ -529,7 +261,6 @@ EXAMPLE_MESSAGES = {
 def menu_message(messages: list[str]):
     """A responder for tiny policies: the generated text's first 8 characters pick one of `messages` (deterministic;
     the same choice rule as the single-turn `menu_program`)."""
-    from wmrl.adapters.trl_adapter import menu_program
     menu = list(messages)
     if not menu or not all(isinstance(m, str) and m for m in menu):
         raise ValueError("menu_message needs a non-empty list of agent messages")

@@ -9,211 +9,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import dataclasses
 import json
 import math
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
 from functools import partial
 from pathlib import Path
 
-import yaml
-
-from ..core.correction import METHODS, CorrectionConfig, WMRLCorrector
-from ..core.settings import did_you_mean, read_yaml
+from ..core.correction import WMRLCorrector
+from ..core.settings import did_you_mean
+from .train_config import correction_config, load_config, repo_root
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'FREE_FORM', 'config_path', 'load_config', 'validate_config', 'validate_scale_out', 'validate_agent',
-           'correction_config', 'run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'model_path',
-           'policy_path', 'sandbox_limits', 'build_scorer', 'agent_menu', 'run_training', 'dry_run', 'cli_train']
-
-# %% ../../nbs/520_train.ipynb #98d9cc5a
-DEFAULTS = {
-    "name": "run",  # run name (folder name part)
-    "method": "wmrl",  # one of wmrl.core.correction.METHODS
-    "seed": 0,
-    "output_dir": None,  # None: <settings.runs_dir>/train/<name>-<method>-seed<seed>
-    "model": {"path": None,  # folder or hub id of the policy (loaded by TRL); ~ and $VARS are expanded
-              "tiny": False,  # True: build a random tiny Qwen3 + local BPE tokenizer instead (CPU tests)
-              "tiny_vocab_size": 512,
-              "architecture": None,  # reproductions/configs/models/<name>.json: the shape --plan sizes (None: tiny)
-              "random_init": False},  # True: a random model of `architecture` + the local tokenizer (GPU box, no weights)
-    "tasks": {"loader": "task",  # "task": kit task folders (wmrl.execution.tasks); "mledojo": competitions prepared by MLE-Dojo
-              "root": None,  # folder that relative task paths are read from (None: the cwd, else the repo root)
-              "paths": ["toy/tasks/iris"],  # task folders; for loader "mledojo", competition names under root
-              "prompts_per_task": 8,  # dataset rows per task (TRL samples M distinct rows per step)
-              "chat": False,  # conversational prompts (instruct models) or plain text
-              "program": "code_block",  # "code_block": the answer's ```python block; "menu": text picks a program;
-                                        # "agent": the multi-turn research agent (section `agent`)
-              "menu": [],  # program files for "menu" (tiny models on CPU)
-              "prepare": None,  # "mini": build wmrl's mini competition into root (null root: <run folder>/data) first
-              "template": ("{description}\n\nWrite one complete Python program. It reads the data from the folder "
-                           "in the DATA_DIR environment variable and writes the submission CSV to the path in "
-                           "SUBMISSION_PATH. Answer with a single ```python block.")},
-    "agent": {"max_turns": 4,  # K turns per episode (paper 4)
-              "max_new_tokens": 4096,  # per turn (paper 4096); becomes trl.max_completion_length
-              "observation_max_tokens": 1024,  # observations are truncated to this (head 2/3, tail 1/3)
-              "overview_max_tokens": 1500,  # the task overview of the first message
-              "feedback": "world_model",  # non-anchor episodes observe the world model; "sandbox": real runs (ablation)
-              "menu": []},  # tiny policies: the text picks one of these messages (wmrl.adapters.research_agent.EXAMPLE_MESSAGES
-                            # names, or files; a .py file is sent as a python block)
-    "world_model": {"backend": "static",  # static | transformers | vllm | http (wmrl.world_model.backends)
-                    "model": None,  # None: the policy's model.path (the same frozen backbone)
-                    "options": {}},  # keyword arguments of the backend's constructor
-    "sandbox": {"backend": None,  # None: settings.ini (auto = bwrap, else subprocess)
-                "wall_s": None, "memory_mb": None,  # None: the task's budget / settings.ini
-                "workers": 4,  # parallel executions per process
-                "ray": None},  # RayExecutionPool kwargs (address, num_cpus, memory_mb, task_data, ...): fan out over Ray
-    "correction": {},  # CorrectionConfig fields except `method` (defaults: the core's, i.e. the official values)
-    "trl": {},  # GRPOConfig fields (validated against the installed TRL when the run is resolved)
-    "resources": {"hardware": [],  # hardware profiles (wmrl.adapters.plan.HARDWARE) this config must fit; CI runs --plan on each
-                  "processes": None,  # training processes (None: the profile's GPU count)
-                  "zero_stage": 0,  # DeepSpeed ZeRO stage of the accelerate config used with it (0: none)
-                  "prompt_tokens": None,  # one-shot prompts: tokens per prompt for the plan (None: 1024)
-                  "data_gib": 0.0,  # task data on the same disk
-                  "process_host_gib": 8.0},  # host memory of one training process besides its sandbox jobs
-}
-
-# %% ../../nbs/520_train.ipynb #a2debe12
-def _merge(base: dict, update: dict, where: str, free: tuple[str, ...] = ()) -> dict:
-    "Deep-merge `update` into a copy of `base`; a key absent from `base` is an error outside free-form sections."
-    if not isinstance(update, dict):
-        raise ValueError(f"{where or 'config'} must be a mapping, got {type(update).__name__}")
-    merged = copy.deepcopy(base)
-    free_here = any(where == f or where.startswith(f + ".") for f in free)
-    for key, value in update.items():
-        path = f"{where}.{key}" if where else str(key)
-        if key not in base and not free_here:
-            raise ValueError(f"unknown config key {path!r}{did_you_mean([key], base)}")
-        if isinstance(merged.get(key), dict) and isinstance(value, dict):
-            merged[key] = _merge(merged[key], value, path, free)
-        elif isinstance(base.get(key), dict) and not free_here:
-            raise ValueError(f"config key {path!r} must be a mapping, got {value!r}")
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-FREE_FORM = ("correction", "trl", "world_model.options", "sandbox.ray")  # validated against their own classes instead
-
-# %% ../../nbs/520_train.ipynb #b3c62139
-_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-def _apply_override(config: dict, override: str) -> dict:
-    "One `dotted.key=value` (value parsed as YAML: numbers, true/false, null, lists) onto `config`."
-    if "=" not in override:
-        raise ValueError(f"override {override!r} is not key=value")
-    dotted, text = override.split("=", 1)
-    value = yaml.safe_load(text) if text.strip() else ""
-    if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
-        value = text.strip()  # YAML 1.1 reads no/yes/on/off as booleans; `save_strategy=no` means the string
-    if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):
-        value = float(value)  # YAML 1.1 reads 1e-6 (no dot) as a string; an optimizer would then fail obscurely
-    parts = [p for p in dotted.strip().split(".") if p]
-    if not parts:
-        raise ValueError(f"override {override!r} has an empty key")
-    nested = value
-    for part in reversed(parts):
-        nested = {part: nested}
-    return _merge(config, nested, "", FREE_FORM)
-
-# %% ../../nbs/520_train.ipynb #f9273980
-def config_path(name_or_path: str | os.PathLike) -> Path:
-    "A YAML path, or a bare name looked up in reproductions/configs/ (e.g. `tiny-cpu`)."
-    path = Path(name_or_path)
-    if path.is_file():
-        return path
-    for root in (Path.cwd(), _repo_root()):
-        candidate = root / "reproductions" / "configs" / f"{path.name.removesuffix('.yaml')}.yaml"
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"no config file {str(name_or_path)!r} (nor reproductions/configs/{path.name}.yaml)")
-
-def _repo_root() -> Path:
-    "The source checkout holding the package (configs, toy tasks and solutions live there)."
-    import wmrl
-    return Path(wmrl.__file__).resolve().parent.parent
-
-def load_config(path: str | os.PathLike, overrides: list[str] | None = None) -> dict:
-    "Read a run config (YAML) onto DEFAULTS, apply `key=value` overrides, validate; unknown keys are errors."
-    source = config_path(path)
-    raw = read_yaml(source) or {}
-    config = _merge(DEFAULTS, raw, "", FREE_FORM)
-    for override in overrides or []:
-        config = _apply_override(config, override)
-    validate_config(config)
-    config["_source"] = str(source)
-    return config
-
-# %% ../../nbs/520_train.ipynb #221a1122
-def validate_config(config: dict) -> None:
-    "Clear errors for values that cannot work (the `trl` section is checked by `grpo_config`)."
-    if config["method"] not in METHODS:
-        raise ValueError(f"unknown method {config['method']!r}; expected one of {METHODS}")
-    if "method" in config["correction"]:
-        raise ValueError("set the method with the top-level `method` key, not correction.method")
-    correction_config(config)  # CorrectionConfig validates its own fields and rejects unknown ones
-    tasks = config["tasks"]
-    if not tasks["paths"] or not isinstance(tasks["paths"], list):
-        raise ValueError("tasks.paths must be a non-empty list of task folders")
-    if tasks["loader"] not in ("task", "mledojo"):
-        raise ValueError(f"tasks.loader must be 'task' or 'mledojo', got {tasks['loader']!r}")
-    if tasks["prepare"] not in (None, "mini"):
-        raise ValueError(f"tasks.prepare must be null or 'mini', got {tasks['prepare']!r}")
-    if tasks["loader"] == "mledojo" and not tasks["root"] and tasks["prepare"] is None:
-        raise ValueError("tasks.loader 'mledojo' needs tasks.root (the folder MLE-Dojo prepared competitions into)")
-    if tasks["program"] not in ("code_block", "menu", "agent"):
-        raise ValueError(f"tasks.program must be 'code_block', 'menu' or 'agent', got {tasks['program']!r}")
-    if tasks["program"] == "agent":
-        validate_agent(config)
-    if tasks["program"] == "menu" and not tasks["menu"]:
-        raise ValueError("tasks.program is 'menu' but tasks.menu lists no program files")
-    if not isinstance(tasks["prompts_per_task"], int) or tasks["prompts_per_task"] < 1:
-        raise ValueError(f"tasks.prompts_per_task must be a positive int, got {tasks['prompts_per_task']!r}")
-    if not config["model"]["tiny"] and not config["model"]["path"] and not config["model"]["random_init"]:
-        raise ValueError("set model.path (a folder or hub id), model.tiny=true or model.random_init=true")
-    if config["model"]["random_init"] and not config["model"]["architecture"]:
-        raise ValueError("model.random_init needs model.architecture (a file in reproductions/configs/models)")
-    validate_scale_out(config)
-
-def validate_scale_out(config: dict) -> None:
-    "Settings that fail or bias silently at full scale: a sequence-level IS mode, unknown hardware names."
-    trl = config["trl"]
-    if trl.get("use_vllm") and trl.get("vllm_importance_sampling_correction", True) and \
-            trl.get("vllm_importance_sampling_mode", "sequence_mask") in ("sequence_mask", "sequence_truncate"):
-        raise ValueError("trl.vllm_importance_sampling_mode is sequence-level (TRL's default sequence_mask): over a "
-                         "multi-thousand-token episode exp(sum of log-ratios) masks or clips whole rows and can swamp "
-                         "the anchor multipliers; use token_truncate (or token_mask)")
-    from wmrl.adapters.plan import HARDWARE
-    unknown = [h for h in config["resources"]["hardware"] if h not in HARDWARE]
-    if unknown:
-        raise ValueError(f"resources.hardware {unknown} are not profiles of wmrl.adapters.plan.HARDWARE ({sorted(HARDWARE)})")
-
-def validate_agent(config: dict) -> None:
-    "The `agent` section: positive budgets, a known feedback source, one token cap per turn."
-    agent = config["agent"]
-    for key in ("max_turns", "max_new_tokens", "observation_max_tokens", "overview_max_tokens"):
-        if isinstance(agent[key], bool) or not isinstance(agent[key], int) or agent[key] < 1:
-            raise ValueError(f"agent.{key} must be a positive int, got {agent[key]!r}")
-    if agent["feedback"] not in ("world_model", "sandbox"):
-        raise ValueError(f"agent.feedback must be 'world_model' or 'sandbox', got {agent['feedback']!r}")
-    if not isinstance(agent["menu"], list):
-        raise ValueError(f"agent.menu must be a list, got {agent['menu']!r}")
-    cap = config["trl"].get("max_completion_length")
-    if cap is not None and cap != agent["max_new_tokens"]:
-        raise ValueError(f"trl.max_completion_length={cap} but agent.max_new_tokens={agent['max_new_tokens']}: in agent "
-                         "mode TRL's cap is the per-turn cap; set only agent.max_new_tokens")
-
-def correction_config(config: dict) -> CorrectionConfig:
-    "The run's CorrectionConfig: the `correction` section plus the top-level method and seed."
-    values = {"seed": config["seed"], **config["correction"], "method": config["method"]}
-    if "score_range" in values:
-        values["score_range"] = tuple(values["score_range"])
-    return CorrectionConfig.from_dict(values)
+__all__ = ['run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'model_path', 'policy_path', 'sandbox_limits',
+           'build_scorer', 'agent_menu', 'run_training', 'dry_run', 'cli_train']
 
 # %% ../../nbs/520_train.ipynb #0b416434
 def run_folder(config: dict) -> Path:
@@ -244,7 +57,7 @@ def _resolve(path: str | os.PathLike, root: str | os.PathLike | None = None) -> 
         return path
     if root is not None:
         return Path(os.path.expandvars(str(root))).expanduser() / path
-    return path if path.exists() else _repo_root() / path
+    return path if path.exists() else repo_root() / path
 
 def build_tasks(config: dict) -> dict:
     "task id -> Task for every entry of tasks.paths (kit folders, or MLE-Dojo competition names); ids must be unique."
@@ -322,7 +135,8 @@ def sandbox_limits(config: dict):
 
 def build_scorer(config: dict, tasks: dict, world_model=None):
     "The TaskScorer of the run: its world model (built from the config unless given), program reader and sandbox."
-    from wmrl.adapters.trl_adapter import TaskScorer, code_from_completion, menu_program
+    from wmrl.adapters.completions import code_from_completion, menu_program
+    from wmrl.adapters.task_scorer import TaskScorer
     from wmrl.world_model.backends import get_world_model
     section = config["world_model"]
     options = dict(section["options"])
@@ -365,8 +179,8 @@ def agent_menu(entries: list) -> list[str]:
 
 def _agent_scorer(config: dict, tasks: dict, world_model, limits):
     "The AgentRollout of an agent run: it is the trainer's rollout_func and its scorer."
+    from wmrl.adapters.agent_rollout import AgentRollout
     from wmrl.adapters.research_agent import menu_message
-    from wmrl.adapters.trl_adapter import AgentRollout
     agent = config["agent"]
     respond = menu_message(agent_menu(agent["menu"])) if agent["menu"] else None
     return AgentRollout(tasks, world_model, max_turns=agent["max_turns"], observation_max_tokens=agent["observation_max_tokens"],
@@ -384,7 +198,7 @@ def _provenance() -> dict:
         except PackageNotFoundError:
             versions[package] = None
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_repo_root(), capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True,
                                 timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None

@@ -7,25 +7,23 @@ Docs: https://github.com/wmrl-kit/wmrl/trl_adapter.html.md"""
 # %% ../../nbs/510_trl_adapter.ipynb #f963f215
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import math
-import re
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
+from .completions import completion_text
+from .task_scorer import WorldModelReward
 
 # %% auto #0
-__all__ = ['TRL_SIGNATURES', 'TRL_OUTPUT_KEYS', 'ADVANTAGE_TOLERANCE', 'AGENT_FEEDBACK', 'CHATML', 'group_layout',
-           'code_from_completion', 'menu_program', 'completion_text', 'TaskScorer', 'WorldModelReward',
-           'check_trl_contract', 'check_generation_output', 'advantage_mismatch', 'make_wmrl_trainer_class',
-           'save_corrector', 'reward_means', 'weighted_log_advantages', 'observation_ids', 'AgentRollout',
-           'tiny_policy', 'random_policy']
+__all__ = ['TRL_SIGNATURES', 'TRL_OUTPUT_KEYS', 'ADVANTAGE_TOLERANCE', 'CHATML', 'group_layout', 'check_trl_contract',
+           'check_generation_output', 'advantage_mismatch', 'make_wmrl_trainer_class', 'save_corrector', 'reward_means',
+           'weighted_log_advantages', 'tiny_policy', 'random_policy']
 
 # %% ../../nbs/510_trl_adapter.ipynb #c4a849fd
 def group_layout(row_keys: Sequence[Hashable],  # (N,) key of every row of the global batch, rank order
@@ -48,138 +46,6 @@ def group_layout(row_keys: Sequence[Hashable],  # (N,) key of every row of the g
         group_keys.append(block[0] if count == 0 else f"{block[0]}#{count}")
     row_group = np.repeat(np.arange(len(group_keys)), num_generations)
     return group_keys, row_group
-
-# %% ../../nbs/510_trl_adapter.ipynb #d0a7d25e
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
-
-def code_from_completion(completion: str) -> str:
-    "The first fenced code block of an answer (an unclosed fence runs to the end); the whole text if there is none."
-    if not isinstance(completion, str):
-        raise TypeError(f"completion must be a str, got {type(completion).__name__}")
-    match = _FENCE.search(completion)
-    return match.group(1) if match else completion
-
-def menu_program(solutions: Sequence[str]) -> Callable[[str], str]:
-    "A program chooser: the completion's first 8 characters pick one of `solutions` (learnable, deterministic)."
-    menu = [s for s in solutions]
-    if not menu or not all(isinstance(s, str) for s in menu):
-        raise ValueError("menu_program needs a non-empty list of program texts")
-    def choose(completion: str) -> str:
-        if not isinstance(completion, str):
-            raise TypeError(f"completion must be a str, got {type(completion).__name__}")
-        return menu[sum(completion[:8].encode()) % len(menu)]
-    choose.menu = menu
-    return choose
-
-# %% ../../nbs/510_trl_adapter.ipynb #478bed1b
-def completion_text(completion) -> str:
-    "Text of a TRL completion: a str, or (conversational) a list of message dicts whose contents are joined."
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and all(isinstance(m, dict) and "content" in m for m in completion):
-        return "".join(str(m["content"]) for m in completion)
-    raise TypeError(f"a completion must be a str or a list of messages, got {type(completion).__name__}")
-
-# %% ../../nbs/510_trl_adapter.ipynb #697d26a8
-class TaskScorer:
-    "The real scorer: completion → program → world-model prediction (all rows) / sandbox execution (anchors)."
-
-    def __init__(self, tasks: Mapping[str, object],  # task id -> wmrl.execution.tasks.Task
-                 world_model,  # anything with predict([(task, code)]) -> [Prediction]
-                 program: Callable[[str], str] = code_from_completion,  # completion text -> code
-                 backend=None, limits=None,  # sandbox backend / SandboxLimits (None: settings)
-                 task_column: str = "task_id", cache: bool = True,
-                 workers: int = 1,  # sandbox executions run in parallel threads (each is its own process)
-                 run_batch: Callable | None = None):  # [(task, code, limits)] -> records, e.g. RayExecutionPool.map
-        if not tasks:
-            raise ValueError("TaskScorer needs at least one task")
-        if not callable(getattr(world_model, "predict", None)):
-            raise TypeError("world_model must have a predict(jobs) method")
-        self.tasks, self.world_model, self.program = dict(tasks), world_model, program
-        if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be a positive int, got {workers!r}")
-        self.backend, self.limits, self.task_column, self.cache = backend, limits, task_column, cache
-        if run_batch is not None and not callable(run_batch):
-            raise TypeError("run_batch must be callable: [(task, code, limits)] -> [ExecutionRecord]")
-        self.workers, self.run_batch = workers, run_batch
-        self._executed = {}  # (task id, sha1 of code) -> reward: a program's outcome does not change
-        self.seconds = {"predict": 0.0, "execute": 0.0}
-        self.counts = {"predicted": 0, "executed": 0, "cache_hits": 0}  # rows, programs run, rows not run
-
-    def _jobs(self, rows: Sequence[Mapping]) -> list[tuple[str, object, str]]:
-        jobs = []
-        for index, row in enumerate(rows):
-            task_id = row.get(self.task_column)
-            if task_id not in self.tasks:
-                raise ValueError(f"row {index}: {self.task_column}={task_id!r} is not one of {sorted(self.tasks)}")
-            jobs.append((task_id, self.tasks[task_id], self.program(completion_text(row["completion"]))))
-        return jobs
-
-# %% ../../nbs/510_trl_adapter.ipynb #f64cecf3
-def _predict(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
-    "The world model's predicted reward for every row (None where it gave no prediction)."
-    jobs = self._jobs(rows)
-    started = time.perf_counter()
-    predictions = self.world_model.predict([(task, code) for _, task, code in jobs]) if jobs else []
-    self.seconds["predict"] += time.perf_counter() - started
-    self.counts["predicted"] += len(jobs)
-    scores = [getattr(p, "score", None) for p in predictions]
-    return [None if s is None or (isinstance(s, float) and math.isnan(s)) else float(s) for s in scores]
-
-def _execute(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
-    "The real reward of every row, from the sandbox (each distinct program of a task is run once when cached)."
-    from concurrent.futures import ThreadPoolExecutor
-
-    from wmrl.execution.sandbox import execute
-    jobs = self._jobs(rows)
-    keys = [(task_id, hashlib.sha1(code.encode()).hexdigest()) for task_id, _, code in jobs]
-    todo = {}  # key -> (task, code): distinct programs not run yet (all of them without the cache)
-    for key, (_, task, code) in zip(keys, jobs):
-        if not (self.cache and key in self._executed):
-            todo.setdefault(key, (task, code))
-    self.counts["cache_hits"] += len(keys) - len(todo)  # rows served by an earlier or a same-batch execution
-    started = time.perf_counter()
-    if self.run_batch is not None:  # somebody else's executor (a Ray cluster): same jobs, records in order
-        records = list(self.run_batch([(task, code, self.limits) for task, code in todo.values()])) if todo else []
-    else:
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            records = list(pool.map(lambda job: _execute_or_infra(execute, job[0], job[1], self.backend, self.limits), todo.values()))
-    if len(records) != len(todo):
-        raise RuntimeError(f"the executor returned {len(records)} records for {len(todo)} programs")
-    self.seconds["execute"] += time.perf_counter() - started
-    self.counts["executed"] += len(todo)
-    self.counts["infra_errors"] = self.counts.get("infra_errors", 0) + sum(bool(getattr(r, "infra_error", False)) for r in records)
-    fresh = {key: float(record.reward) for key, record in zip(todo, records)}
-    self._executed.update({k: v for k, v in fresh.items() if not math.isnan(v)})  # a broken sandbox is retried next time
-    rewards = [fresh[key] if key in fresh else self._executed[key] for key in keys]
-    return [None if math.isnan(r) else r for r in rewards]  # ungraded, never a silent 0
-
-def _execute_or_infra(execute, task, code, backend, limits):
-    "One sandbox execution; an exception of the sandbox itself becomes an ungraded infrastructure record."
-    from wmrl.execution.pool import infra_record
-    try:
-        return execute(task, code, backend, limits)
-    except Exception as error:  # the run goes on: this row is ungraded, like a lost Ray worker
-        return infra_record(f"{type(error).__name__}: {error}", str(backend or "default"))
-
-TaskScorer.predict = _predict
-TaskScorer.execute = _execute
-
-# %% ../../nbs/510_trl_adapter.ipynb #cd0790fb
-class WorldModelReward:
-    "A TRL reward function returning the scorer's world-model predictions (pure-WM GRPO on its own)."
-    __name__ = "wmrl"
-
-    def __init__(self, scorer):
-        if not callable(getattr(scorer, "predict", None)):
-            raise TypeError("scorer must have a predict(rows) method")
-        self.scorer = scorer
-
-    def __call__(self, prompts, completions, **kwargs) -> list[float | None]:
-        columns = {k: v for k, v in kwargs.items() if isinstance(v, list) and len(v) == len(prompts)}
-        rows = [{**{k: v[i] for k, v in columns.items()}, "prompt": p, "completion": c}
-                for i, (p, c) in enumerate(zip(prompts, completions))]
-        return self.scorer.predict(rows)
 
 # %% ../../nbs/510_trl_adapter.ipynb #77d5326c
 TRL_SIGNATURES = {
@@ -415,197 +281,6 @@ def weighted_log_advantages(logged, weighted_global: np.ndarray) -> None:
     kept = list(logged)[:-n]
     logged.clear()
     logged.extend(kept + [float(a) for a in weighted_global])
-
-# %% ../../nbs/510_trl_adapter.ipynb #01ca6f70
-_MARK = "\x00wmrl-agent-message\x00"
-
-def observation_ids(tokenizer, observation: str, chat: bool, ended_with=None, template_kwargs: dict | None = None) -> list[int]:
-    "Token ids between two agent messages: end of its turn (unless `ended_with` already is), the observation, the next header."
-    if chat:
-        conversation = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _MARK},
-                        {"role": "user", "content": observation}]
-        text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **(template_kwargs or {}))
-        if _MARK not in text:
-            raise ValueError("the chat template does not render an assistant message verbatim; cannot splice observations")
-        suffix = text[text.index(_MARK) + len(_MARK):]
-    else:  # the plain format of wmrl.adapters.research_agent.transformers_generate_fn
-        suffix = f"\n\nuser: {observation}\n\nassistant: "
-    if ended_with is not None:
-        end_text = tokenizer.decode([ended_with])
-        if end_text and suffix.startswith(end_text):
-            suffix = suffix[len(end_text):]
-    return list(tokenizer.encode(suffix, add_special_tokens=False))
-
-# %% ../../nbs/510_trl_adapter.ipynb #78b761e3
-AGENT_FEEDBACK = ("world_model", "sandbox")
-
-class AgentRollout:
-    "The research agent as TRL's `rollout_func` (multi-turn episodes, per-row feedback source) and as the scorer."
-    is_rollout_func = True  # WMRLGRPOTrainer passes such a scorer to TRL as its rollout_func
-
-    def __init__(self, tasks: Mapping[str, object],  # task id -> Task / Competition
-                 world_model,  # predict([(task, code)]) -> [Prediction]: feedback and rewards of non-anchor rows
-                 max_turns: int = 4, observation_max_tokens: int = 1024,
-                 backend=None, limits=None,  # the sandbox of the anchor rows
-                 workers: int = 1,  # sandbox actions of one turn run in parallel threads
-                 respond: Callable[[str], str] | None = None,  # generated text -> the message acted on (tiny policies)
-                 feedback: str = "world_model",  # what non-anchor episodes observe between turns: "world_model" | "sandbox"
-                 task_column: str = "task_id"):
-        if not tasks:
-            raise ValueError("AgentRollout needs at least one task")
-        if not callable(getattr(world_model, "predict", None)):
-            raise TypeError("world_model must have a predict(jobs) method")
-        for name, value in (("max_turns", max_turns), ("observation_max_tokens", observation_max_tokens), ("workers", workers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if feedback not in AGENT_FEEDBACK:
-            raise ValueError(f"feedback must be one of {AGENT_FEEDBACK}, got {feedback!r}")
-        self.tasks, self.world_model, self.respond, self.task_column = dict(tasks), world_model, respond, task_column
-        self.feedback = feedback
-        self.max_turns, self.observation_max_tokens, self.workers = max_turns, observation_max_tokens, workers
-        self.backend, self.limits = backend, limits
-        self.seconds = {"predict": 0.0, "execute": 0.0, "generate": 0.0}
-        self.counts = {"predicted": 0, "executed": 0, "cache_hits": 0, "episodes": 0, "turns": 0}
-        self.last_rollout = None  # the latest batch: trajectories and token layout (tests, debugging)
-        self.runtimes = {}  # task id -> real execution seconds seen so far (the world model's shown execution time)
-        self.history = []  # per rollout, per row: task, feedback source, anchor flag, turn statuses, reward
-
-    def _task(self, row: Mapping):
-        task_id = row.get(self.task_column)
-        if task_id not in self.tasks:
-            raise ValueError(f"row: {self.task_column}={task_id!r} is not one of {sorted(self.tasks)}")
-        return self.tasks[task_id]
-
-# %% ../../nbs/510_trl_adapter.ipynb #f0ed4ef3
-def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, training: bool, tokenizer) -> list:
-    "One Episode per row: sandbox feedback on anchor rows (and in evaluation), elsewhere the world model's (by default)."
-    from functools import partial
-
-    from wmrl.adapters.mledojo import KaggleEnv
-    from wmrl.adapters.research_agent import Episode, SandboxFeedback, WorldModelFeedback
-    episodes = []
-    for row, prompt in zip(rows, prompts):
-        task = self._task(row)
-        if training and self.feedback == "world_model" and not bool(row.get("wmrl_anchor", False)):
-            feedback = WorldModelFeedback(self.world_model, task, wall_s=partial(self.typical_wall_s, row.get(self.task_column)))
-        else:
-            feedback = SandboxFeedback(KaggleEnv(task, backend=self.backend, limits=self.limits))
-        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
-        episodes.append(Episode(task, feedback, self.max_turns, self.observation_max_tokens, tokenizer, messages=messages))
-    return episodes
-
-AgentRollout._episodes = _episodes
-
-# %% ../../nbs/510_trl_adapter.ipynb #0fb0f863
-def _typical_wall_s(self: AgentRollout, task_id) -> float:
-    "Median real execution time of the task so far (of every task before its first run; the default before any)."
-    from wmrl.adapters.research_agent import PREDICTED_WALL_S
-    seen = self.runtimes.get(task_id) or [t for times in self.runtimes.values() for t in times]
-    return float(np.median(seen)) if seen else PREDICTED_WALL_S
-
-AgentRollout.typical_wall_s = _typical_wall_s
-
-# %% ../../nbs/510_trl_adapter.ipynb #64bd7af2
-def _rollout(self: AgentRollout, prompts: list, trainer) -> dict:
-    "TRL's rollout_func: play every row's episode, turn by turn in one batch, with the trainer's generator."
-    from wmrl.adapters.research_agent import observe_batch, parse_action
-    rows = getattr(trainer, "_wmrl_inputs", None)
-    if rows is None or len(rows) != len(prompts):
-        raise RuntimeError("AgentRollout reads the batch's rows and anchor flags: use it as the scorer of a WMRLGRPOTrainer")
-    tokenizer, chat = trainer._tokenizer, isinstance(prompts[0], list)
-    seconds_before = dict(self.seconds)
-    episodes = self._episodes(rows, prompts, trainer._wmrl_plan is not None, tokenizer)
-    prompt_ids = [list(ids) for ids in trainer._tokenize_prompts(prompts)[0]]
-    completions, env_mask, logprobs = [[] for _ in prompts], [[] for _ in prompts], [[] for _ in prompts]
-    have_logprobs = True
-    for turn in range(self.max_turns):
-        started = time.perf_counter()
-        new_ids, new_logprobs = trainer._generate_single_turn([p + c for p, c in zip(prompt_ids, completions)], None, {}, 1)
-        generate_s = (time.perf_counter() - started) / len(prompts)
-        self.seconds["generate"] += time.perf_counter() - started
-        texts = [tokenizer.decode(list(ids), skip_special_tokens=True) for ids in new_ids]
-        messages = [self.respond(text) if self.respond else text for text in texts]
-        actions = [parse_action(message) for message in messages]
-        observed = observe_batch([(e.feedback, a) for e, a in zip(episodes, actions)], self.workers)
-        for i, (episode, message, action, (outcome, env_s)) in enumerate(zip(episodes, messages, actions, observed)):
-            shown = episode.record(message, action, outcome, generate_s, env_s)
-            if "record" in outcome.detail:  # a real run: its time is what world-model feedback will show for the task
-                self.runtimes.setdefault(rows[i].get(self.task_column), []).append(float(outcome.detail["record"]["wall_s"]))
-            self.seconds["execute" if episode.feedback.source == "sandbox" else "predict"] += env_s
-            ids = [int(t) for t in new_ids[i]]
-            completions[i] += ids
-            env_mask[i] += [1] * len(ids)
-            have_logprobs = have_logprobs and new_logprobs is not None
-            if have_logprobs:
-                logprobs[i] += [math.nan if x is None else float(x) for x in new_logprobs[i]]  # vLLM: None = NaN
-            if turn + 1 < self.max_turns:  # the last observation is never shown to the model
-                ended = ids[-1] if ids and ids[-1] in trainer.eos_token_ids else None
-                suffix = observation_ids(tokenizer, shown, chat, ended, trainer.chat_template_kwargs)
-                completions[i] += suffix
-                env_mask[i] += [0] * len(suffix)
-                logprobs[i] += [0.0] * len(suffix)
-    output = self._finish(episodes, rows, prompt_ids, completions, env_mask, logprobs if have_logprobs else None)
-    self.last_rollout["seconds"] = {k: self.seconds[k] - seconds_before[k] for k in self.seconds}
-    return output
-
-AgentRollout.__call__ = _rollout
-
-# %% ../../nbs/510_trl_adapter.ipynb #2269c701
-def _finish(self: AgentRollout, episodes, rows, prompt_ids, completions, env_mask, logprobs) -> dict:
-    "rollout_func's output: ids, log-probs, env_mask, and per-row fields that TRL merges into the rows for scoring."
-    trajectories = [episode.trajectory() for episode in episodes]
-    self.counts["episodes"] += len(trajectories)
-    self.counts["turns"] += sum(len(t.turns) for t in trajectories)
-    self.counts["executed"] += sum(1 for t in trajectories if t.source == "sandbox" for turn in t.turns
-                                   if turn.action.kind in ("execute_code", "validate_code"))
-    self.history.append([{"task": t.task, "source": t.source, "anchor": bool(row.get("wmrl_anchor", False)),
-                          "statuses": t.statuses, "rewards": t.rewards, "reward": t.reward, "best_turn": t.best_turn}
-                         for t, row in zip(trajectories, rows)])
-    self.last_rollout = {"trajectories": trajectories, "prompt_ids": prompt_ids, "completion_ids": completions,
-                         "env_mask": env_mask}
-    return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": logprobs, "env_mask": env_mask,
-            "wmrl_agent_reward": [t.reward for t in trajectories],
-            "wmrl_agent_source": [t.source for t in trajectories],
-            "wmrl_agent_programs": [t.programs for t in trajectories],
-            "wmrl_agent_statuses": [t.statuses for t in trajectories]}
-
-AgentRollout._finish = _finish
-
-# %% ../../nbs/510_trl_adapter.ipynb #2e3c439e
-def _agent_predict(self: AgentRollout, rows: Sequence[Mapping]) -> list[float | None]:
-    "World-model reward per row: a world-model episode's own; for a sandbox episode the best prediction over its programs."
-    rewards, jobs, owners = [], [], []
-    for index, row in enumerate(rows):
-        if "wmrl_agent_source" not in row:
-            raise ValueError(f"row {index} has no agent rollout fields: was AgentRollout the trainer's rollout_func?")
-        if row["wmrl_agent_source"] == "world_model":
-            rewards.append(float(row["wmrl_agent_reward"]))
-            continue
-        # a sandbox trajectory that executed nothing: no pair for an anchor row (ungraded); R = 0 for a training row
-        rewards.append(None if row.get("wmrl_anchor", True) else 0.0)
-        for code in row["wmrl_agent_programs"]:
-            jobs.append((self._task(row), code))
-            owners.append(index)
-    if jobs:
-        started = time.perf_counter()
-        predictions = self.world_model.predict(jobs)
-        self.seconds["predict"] += time.perf_counter() - started
-        for index, prediction in zip(owners, predictions):
-            score = max(0.0, float(prediction.score))
-            rewards[index] = score if rewards[index] is None else max(rewards[index], score)
-    self.counts["predicted"] += len(rows)
-    return rewards
-
-def _agent_execute(self: AgentRollout, rows: Sequence[Mapping]) -> list[float]:
-    "The real reward of rows whose episode ran in the sandbox (a world-model episode has none: an error)."
-    for index, row in enumerate(rows):
-        if row.get("wmrl_agent_source") != "sandbox":
-            raise ValueError(f"row {index} was played against {row.get('wmrl_agent_source')!r}, not the sandbox: "
-                             "its real reward would need its own sandbox episode")
-    return [float(row["wmrl_agent_reward"]) for row in rows]
-
-AgentRollout.predict = _agent_predict
-AgentRollout.execute = _agent_execute
 
 # %% ../../nbs/510_trl_adapter.ipynb #c80ff5dd
 def tiny_policy(out_dir, seed: int = 0, vocab_size: int = 512) -> Path:
