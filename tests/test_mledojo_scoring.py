@@ -7,13 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmrl.adapters.mledojo import (
-    PAPER_HELDOUT,
-    build_mini_competition,
-    dsbench_rpg,
-    leaderboard_percentile,
-    prepare_dsbench_task,
-)
+from wmrl.adapters.dsbench import dsbench_rpg
+from wmrl.adapters.mledojo import PAPER_HELDOUT, build_mini_competition, leaderboard_percentile, prepare_dsbench_task
 
 POSITIONS = st.lists(st.one_of(st.none(), st.floats(0, 1)), min_size=1, max_size=8)
 

@@ -59,8 +59,7 @@ def sample_answers(config: dict, model_dir, tasks: dict, samples: int, seed: int
     import torch
 
     from wmrl.adapters.train import build_dataset_rows
-    model, tokenizer, device = _load_policy(model_dir)
-    trl = config["trl"]
+    (model, tokenizer, device), trl = _load_policy(model_dir), config["trl"]
     one_each = {**config, "tasks": {**config["tasks"], "prompts_per_task": 1}}
     answers = {}
     for index, row in enumerate(build_dataset_rows(one_each, tasks)):
@@ -137,10 +136,9 @@ def play_episodes(config: dict, model_dir, tasks: dict, samples: int, seed: int 
     from wmrl.adapters.kaggle_env import KaggleEnv
     from wmrl.adapters.research_agent import menu_message, run_episode
     from wmrl.adapters.train import agent_menu
-    agent, trl = config["agent"], config["trl"]
-    model, tokenizer, device = _load_policy(model_dir)
+    agent, (model, tokenizer, device) = config["agent"], _load_policy(model_dir)
     respond = menu_message(agent_menu(agent["menu"])) if agent.get("menu") else None
-    generate = _generator(model, tokenizer, device, trl, temperature, respond)
+    generate = _generator(model, tokenizer, device, config["trl"], temperature, respond)
     limits = sandbox_limits(config)
     results = {}
     for index, (name, task) in enumerate(tasks.items()):

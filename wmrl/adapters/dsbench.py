@@ -19,7 +19,8 @@ from .mledojo import find_mledojo_data, load_competition, prepare_dsbench_task
 
 # %% auto #0
 __all__ = ['DSBENCH_TASKS', 'TAG_METRICS', 'TASK_METRICS', 'TINY_DSBENCH', 'dsbench_categories', 'dsbench_metric',
-           'prepare_dsbench', 'load_dsbench_task', 'rpg_reference', 'dsbench_scores', 'build_tiny_dsbench']
+           'prepare_dsbench', 'load_dsbench_task', 'build_tiny_dsbench', 'rpg_reference', 'dsbench_scores',
+           'dsbench_rpg']
 
 # %% ../../nbs/570_dsbench.ipynb #90421f00
 DSBENCH_TASKS: dict[str, str] = {  # DSBench data-modeling task -> its Kaggle metric tag (MLE-Dojo prepare/dsbench.json)
@@ -161,37 +162,6 @@ def load_dsbench_task(root, name: str, metric: str | None = None, leaderboard_di
     return load_competition(root, name, metric=metric, category=category, leaderboard_dir=leaderboard_dir,
                             compute_budget_s=compute_budget_s)
 
-# %% ../../nbs/570_dsbench.ipynb #e83450b1
-def rpg_reference(task) -> dict:
-    "{'baseline': b, 'ideal': g} of a prepared task, both scored by the kit's grader; ValueError if b == g."
-    answer = pd.read_csv(task.answer_path)
-    sample = pd.read_csv(task.sample_submission_path)
-    score = lambda frame: score_frames(task.metric, task.id_column, task.target_columns, answer, frame)
-    baseline, ideal = float(score(sample)), float(score(answer))
-    if not (math.isfinite(baseline) and math.isfinite(ideal)) or baseline == ideal:
-        raise ValueError(f"{task.name}: baseline {baseline} and ideal {ideal} give no gap to measure")
-    return {"baseline": baseline, "ideal": ideal}
-
-# %% ../../nbs/570_dsbench.ipynb #eeadb30c
-def dsbench_scores(raw_scores: dict, references: dict, categories: dict | None = None) -> dict:
-    "{task: [raw score per trajectory]} -> RPG (×100) per task, per category, mean over categories and over tasks."
-    if not isinstance(raw_scores, dict) or not raw_scores:
-        raise ValueError("raw_scores must be a non-empty {task: [raw score per trajectory]} dict")
-    if missing := sorted(set(raw_scores) - set(references)):
-        raise ValueError(f"tasks without an RPG reference (baseline, ideal): {missing}")
-    categories = dsbench_categories(raw_scores) if categories is None else categories
-    per_task, completed = {}, []
-    for task, values in raw_scores.items():
-        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) == 0:
-            raise ValueError(f"{task}: need a non-empty list of raw scores, got {values!r:.60}")
-        ref = references[task]
-        gaps = [relative_performance_gap(None if v is None else float(v), ref["baseline"], ref["ideal"]) for v in values]
-        per_task[task] = 100.0 * float(np.mean(gaps))
-        completed += [v is not None and math.isfinite(float(v)) for v in values]
-    per_category, average = category_average(per_task, categories)
-    return {"per_task": per_task, "per_category": per_category, "average": average,
-            "task_mean": float(np.mean(list(per_task.values()))), "completion_rate": float(np.mean(completed))}
-
 # %% ../../nbs/570_dsbench.ipynb #e11d76fa
 def _tiny_frames(kind: str, seed: int):
     "A binary (breast cancer) or regression (diabetes) table with an id column, split 70/30."
@@ -229,3 +199,47 @@ def build_tiny_dsbench(root, seed: int = 0) -> Path:
             pd.DataFrame({"rank": np.arange(1, len(board_scores) + 1), "score": board_scores}).to_csv(
                 folder / "data" / "private" / f"{board}_leaderboard.csv", index=False)
     return root / "prepared"
+
+# %% ../../nbs/570_dsbench.ipynb #e83450b1
+def rpg_reference(task) -> dict:
+    "{'baseline': b, 'ideal': g} of a prepared task, both scored by the kit's grader; ValueError if b == g."
+    answer = pd.read_csv(task.answer_path)
+    sample = pd.read_csv(task.sample_submission_path)
+    score = lambda frame: score_frames(task.metric, task.id_column, task.target_columns, answer, frame)
+    baseline, ideal = float(score(sample)), float(score(answer))
+    if not (math.isfinite(baseline) and math.isfinite(ideal)) or baseline == ideal:
+        raise ValueError(f"{task.name}: baseline {baseline} and ideal {ideal} give no gap to measure")
+    return {"baseline": baseline, "ideal": ideal}
+
+# %% ../../nbs/570_dsbench.ipynb #eeadb30c
+def dsbench_scores(raw_scores: dict, references: dict, categories: dict | None = None) -> dict:
+    "{task: [raw score per trajectory]} -> RPG (×100) per task, per category, mean over categories and over tasks."
+    if not isinstance(raw_scores, dict) or not raw_scores:
+        raise ValueError("raw_scores must be a non-empty {task: [raw score per trajectory]} dict")
+    if missing := sorted(set(raw_scores) - set(references)):
+        raise ValueError(f"tasks without an RPG reference (baseline, ideal): {missing}")
+    categories = dsbench_categories(raw_scores) if categories is None else categories
+    per_task, completed = {}, []
+    for task, values in raw_scores.items():
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) == 0:
+            raise ValueError(f"{task}: need a non-empty list of raw scores, got {values!r:.60}")
+        ref = references[task]
+        gaps = [relative_performance_gap(None if v is None else float(v), ref["baseline"], ref["ideal"]) for v in values]
+        per_task[task] = 100.0 * float(np.mean(gaps))
+        completed += [v is not None and math.isfinite(float(v)) for v in values]
+    per_category, average = category_average(per_task, categories)
+    return {"per_task": per_task, "per_category": per_category, "average": average,
+            "task_mean": float(np.mean(list(per_task.values()))), "completion_rate": float(np.mean(completed))}
+
+# %% ../../nbs/570_dsbench.ipynb #376a89d5
+def dsbench_rpg(scores: dict, baselines: dict, ideals: dict) -> dict:
+    "Per-task RPG max(0, (p - b)/(g - b)) (missing score = 0) and the mean over the tasks of `baselines`."
+    if not baselines:
+        raise ValueError("baselines is empty")
+    if missing := sorted(set(baselines) - set(ideals)):
+        raise ValueError(f"tasks without an ideal score: {missing}")
+    if unknown := sorted(set(scores) - set(baselines)):
+        raise ValueError(f"scores for tasks without a baseline: {unknown}")
+    per_task = {t: relative_performance_gap(scores.get(t), baselines[t], ideals[t]) for t in baselines}
+    return {"per_task": per_task, "rpg": float(np.mean(list(per_task.values()))),
+            "completion_rate": float(np.mean([scores.get(t) is not None and math.isfinite(scores[t]) for t in baselines]))}

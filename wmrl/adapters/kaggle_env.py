@@ -19,7 +19,8 @@ import pandas as pd
 from ..execution.grading import leaderboard_position
 
 # %% auto #0
-__all__ = ['INFO_TYPES', 'competition_info', 'board_position', 'execution_feedback', 'KaggleEnv', 'mledojo_available', 'make_env']
+__all__ = ['INFO_TYPES', 'competition_info', 'board_position', 'execution_feedback', 'KaggleEnv', 'get_history',
+           'mledojo_available', 'make_env']
 
 # %% ../../nbs/551_kaggle_env.ipynb #bf94dfcd
 INFO_TYPES = ("overview", "sample_submission", "data_structure", "data_path", "output_path", "name", "metadata", "all")
@@ -125,13 +126,17 @@ class KaggleEnv:
                "current_raw_score": 0.0, "current_position_score": 0.0, "history_summary": self._summary()}
         return obs, {}
 
-    def _summary(self) -> str:
-        last = self.history[-1]["action"] if self.history else "None"
-        return f"Total Actions: {len(self.history)}, Last Action: {last}"
+# %% ../../nbs/551_kaggle_env.ipynb #b2a3c01a
+def _summary(self) -> str:
+    "The one-line history MLE-Dojo puts in every observation."
+    last = self.history[-1]["action"] if self.history else "None"
+    return f"Total Actions: {len(self.history)}, Last Action: {last}"
 
-    def get_history(self) -> list[dict]:
-        "A copy of every step so far: action, arguments, status, reward, feedback (and the execution record)."
-        return [dict(entry) for entry in self.history]
+def get_history(self) -> list[dict]:
+    "A copy of every step so far: action, arguments, status, reward, feedback (and the execution record)."
+    return [dict(entry) for entry in self.history]
+
+KaggleEnv._summary, KaggleEnv.get_history = _summary, get_history
 
 # %% ../../nbs/551_kaggle_env.ipynb #940e01a5
 def _request_info(self, info_type):
@@ -160,6 +165,9 @@ def _archive(self, kind: str, code: str) -> None:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / f"{kind}_{self.step_count}.py").write_text(code)
 
+KaggleEnv._run, KaggleEnv._archive = _run, _archive
+
+# %% ../../nbs/551_kaggle_env.ipynb #cf0f9966
 def _save(self) -> None:
     "env_history/history.json, as MLE-Dojo keeps it (with the best code and scores)."
     if self.output_dir is None:
@@ -171,9 +179,19 @@ def _save(self) -> None:
                "step_count": self.step_count}
     (folder / "history.json").write_text(json.dumps(payload, indent=1, default=str))
 
-KaggleEnv._run, KaggleEnv._archive, KaggleEnv._save = _run, _archive, _save
+KaggleEnv._save = _save
 
 # %% ../../nbs/551_kaggle_env.ipynb #c8b9e32c
+def _observation(self, status: str, text: str) -> dict:
+    "MLE-Dojo's observation keys: the agent reads `feedback`, the scores are for the trainer."
+    return {"action_status": status, "feedback": {"base": {"feedback_status": "SUCCESS", "feedback": text}},
+            "current_raw_score": self.current_raw_score, "current_position_score": self.current_position_score,
+            "best_raw_score": self.best_raw_score, "best_position_score": self.best_position_score,
+            "history_summary": self._summary()}
+
+KaggleEnv._observation = _observation
+
+# %% ../../nbs/551_kaggle_env.ipynb #1705d855
 def _step(self, action: str, **kwargs):
     "Run one action; return MLE-Dojo's 2-tuple (observation, reward)."
     if action not in self.actions:
@@ -196,14 +214,7 @@ def _step(self, action: str, **kwargs):
     self._save()
     return self._observation(status, text), reward
 
-def _observation(self, status: str, text: str) -> dict:
-    "MLE-Dojo's observation keys: the agent reads `feedback`, the scores are for the trainer."
-    return {"action_status": status, "feedback": {"base": {"feedback_status": "SUCCESS", "feedback": text}},
-            "current_raw_score": self.current_raw_score, "current_position_score": self.current_position_score,
-            "best_raw_score": self.best_raw_score, "best_position_score": self.best_position_score,
-            "history_summary": self._summary()}
-
-KaggleEnv.step, KaggleEnv._observation = _step, _observation
+KaggleEnv.step = _step
 
 # %% ../../nbs/551_kaggle_env.ipynb #3b19732d
 def _execute(self, code: str):

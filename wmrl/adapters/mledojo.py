@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from ..execution.tasks import Task, TaskError, read_leaderboard
 # %% auto #0
 __all__ = ['PAPER_TRAIN', 'PAPER_HELDOUT', 'MLEDOJO_CATEGORIES', 'DSBENCH_CATEGORIES', 'COMPETITION_METRICS', 'MINI_DESCRIPTION',
            'find_mledojo_data', 'competition_direction', 'Competition', 'load_competition', 'build_mini_competition',
-           'prepare_dsbench_task', 'leaderboard_percentile', 'dsbench_rpg', 'cli_mledojo']
+           'prepare_dsbench_task', 'leaderboard_percentile', 'cli_mledojo']
 
 # %% ../../nbs/550_mledojo.ipynb #9d7fb0c4
 PAPER_TRAIN: tuple[str, ...] = (
@@ -321,20 +320,6 @@ def leaderboard_percentile(per_task_best_positions: dict, categories: dict | Non
     per_task = {t: 100.0 * float(_trajectory_values(t, v).mean()) for t, v in per_task_best_positions.items()}
     per_category, average = category_average(per_task, categories)
     return {"per_task": per_task, "per_category": per_category, "average": average}
-
-# %% ../../nbs/550_mledojo.ipynb #376a89d5
-def dsbench_rpg(scores: dict, baselines: dict, ideals: dict) -> dict:
-    "Per-task RPG max(0, (p - b)/(g - b)) (missing score = 0) and the mean over the tasks of `baselines`."
-    from wmrl.execution.grading import relative_performance_gap
-    if not baselines:
-        raise ValueError("baselines is empty")
-    if missing := sorted(set(baselines) - set(ideals)):
-        raise ValueError(f"tasks without an ideal score: {missing}")
-    if unknown := sorted(set(scores) - set(baselines)):
-        raise ValueError(f"scores for tasks without a baseline: {unknown}")
-    per_task = {t: relative_performance_gap(scores.get(t), baselines[t], ideals[t]) for t in baselines}
-    return {"per_task": per_task, "rpg": float(np.mean(list(per_task.values()))),
-            "completion_rate": float(np.mean([scores.get(t) is not None and math.isfinite(scores[t]) for t in baselines]))}
 
 # %% ../../nbs/550_mledojo.ipynb #2600013b
 def _check(root, name: str, metric, leaderboard_dir) -> dict:
