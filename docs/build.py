@@ -35,7 +35,7 @@ PATH = [
     ("5. AutoResearch", "the whole loop on CPU: a program-writing policy, a ledger, the loop, a grid",
      ["4"]),
     ("6. Full scale", "TRL, resource plans, MLE-Dojo, DSBench and the embodied track",
-     ["510_", "520_", "540_", "550_", "560_", "570_", "6"]),
+     ["51", "52", "54", "55", "56", "57", "6"]),
     ("Appendix: engineering", "settings, benchmarks of the core, the sandbox plumbing and backends, the warm sandbox server, Ray, the command line",
      ["180_", "190_", "280_", "281_", "282_", "290_", "291_", "580_", "900_"]),
 ]
