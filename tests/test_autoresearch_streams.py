@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from wmrl.autoresearch.agent import ProgramPolicy
-from wmrl.autoresearch.loop import AutoResearchConfig, AutoResearchRun, sample_groups, step_tasks
+from wmrl.autoresearch.loop import AutoResearchConfig, AutoResearchRun
+from wmrl.autoresearch.steps import sample_groups, step_tasks
 from wmrl.core.methods import METHOD_SPECS, METHODS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -112,6 +112,9 @@ def _cumulative(self: ComputeLedger, field: str) -> tuple[np.ndarray, np.ndarray
     values = np.array([sum(self.rows[s][p] for p in parts) for s in steps], dtype=float)
     return steps, np.cumsum(values)
 
+ComputeLedger.totals, ComputeLedger.cumulative = _totals, _cumulative
+
+# %% ../../nbs/420_ledger.ipynb #1565eed8
 def _state_dict(self: ComputeLedger) -> dict:
     return {"format": "wmrl.autoresearch.ledger/1", "method": self.method,
             "rows": {str(step): dict(row) for step, row in sorted(self.rows.items())}}
@@ -127,7 +130,6 @@ def _load_state_dict(self: ComputeLedger, state: dict) -> None:
         rows[int(step)] = {f: float(row[f]) for f in FIELDS}
     self.method, self.rows = state["method"], rows
 
-ComputeLedger.totals, ComputeLedger.cumulative = _totals, _cumulative
 ComputeLedger.state_dict, ComputeLedger.load_state_dict = _state_dict, _load_state_dict
 
 # %% ../../nbs/420_ledger.ipynb #672c4de1
@@ -160,6 +162,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
         Path(temporary).unlink(missing_ok=True)
         raise
 
+# %% ../../nbs/420_ledger.ipynb #3abc2c20
 class ExecutionCache:
     "key -> record dict; optional JSON file so several runs of one reproduction share it."
 
@@ -188,6 +191,11 @@ class ExecutionCache:
             self.unsaved = 0
 
     def __len__(self) -> int: return len(self.entries)
+
+# %% ../../nbs/420_ledger.ipynb #f9e176fb
+def _seconds(record, name: str) -> float:
+    value = record[name] if isinstance(record, dict) else getattr(record, name)
+    return 0.0 if value is None or not math.isfinite(float(value)) else float(value)
 
 # %% ../../nbs/420_ledger.ipynb #80e7c413
 def execute_cached(jobs, run_batch, cache: ExecutionCache | None = None, from_dict=None) -> tuple[list, list[Charge]]:
@@ -223,7 +231,3 @@ def execute_cached(jobs, run_batch, cache: ExecutionCache | None = None, from_di
             records[i] = records[first_index[key]]
     charges = [Charge(_seconds(r, "cpu_s"), _seconds(r, "wall_s"), hit) for r, hit in zip(records, hits)]
     return records, charges
-
-def _seconds(record, name: str) -> float:
-    value = record[name] if isinstance(record, dict) else getattr(record, name)
-    return 0.0 if value is None or not math.isfinite(float(value)) else float(value)

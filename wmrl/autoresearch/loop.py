@@ -14,14 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
+from wmrl.autoresearch.steps import (
+    evaluate_policy,
+    execute_rows,
+    predict_rows,
+    resolve_tasks,
+    sample_groups,
+    step_tasks,
+    suite_world_model,
+)  # nbdev keeps a wrapped import absolute
+
 from ..core.correction import CorrectionConfig, WMRLCorrector
 from ..core.methods import METHODS
-from .ledger import ComputeLedger, ExecutionCache, _atomic_write_text, execute_cached, timed
+from .ledger import ComputeLedger, ExecutionCache, _atomic_write_text, timed
 
 # %% auto #0
-__all__ = ['SMALL_RUN_CORRECTION', 'STREAM_TASKS', 'STREAM_PROGRAMS', 'STREAM_EVAL', 'CHECKPOINT', 'AutoResearchConfig',
-           'resolve_tasks', 'step_rng', 'step_tasks', 'Group', 'sample_groups', 'suite_world_model', 'predict_rows',
-           'record_from_dict', 'execute_rows', 'percentile_of', 'evaluate_policy', 'AutoResearchRun']
+__all__ = ['SMALL_RUN_CORRECTION', 'CHECKPOINT', 'AutoResearchConfig', 'AutoResearchRun']
 
 # %% ../../nbs/430_loop.ipynb #f08b7b5d
 SMALL_RUN_CORRECTION = {"min_pairs": 16, "refit_every": 8, "warmup": 4, "half_life": 16.0}
@@ -88,121 +96,6 @@ class AutoResearchConfig:
             from wmrl.core.settings import did_you_mean
             raise ValueError(f"unknown AutoResearchConfig keys: {unknown}{did_you_mean(unknown, [f.name for f in fields(cls)])}")
         return cls(**values)
-
-# %% ../../nbs/430_loop.ipynb #16bf53ef
-def resolve_tasks(entries, suite_dir: str = "", role: str = "train") -> list:
-    "Load task folders / build suite tasks by name; with no entries, the suite's `role` split."
-    from wmrl.execution.tasks import load_task
-    entries = list(entries)
-    if not entries or any("/" not in str(e) for e in entries):
-        from wmrl.core.settings import get_settings
-        suite_dir = suite_dir or str(get_settings().tasks_dir)
-    if not entries:
-        from wmrl.execution.suite import build_suite
-        from wmrl.execution.suite_data import SUITE
-        return build_suite(suite_dir, tasks=[n for n, s in SUITE.items() if s.role == role], progress=False)
-    names = [str(e) for e in entries if "/" not in str(e)]
-    built = {}
-    if names:
-        from wmrl.execution.suite import build_suite
-        built = {t.name: t for t in build_suite(suite_dir, tasks=names, progress=False)}
-    tasks = [load_task(e) if "/" in str(e) else built[str(e)] for e in entries]
-    if len({t.name for t in tasks}) != len(tasks):
-        raise ValueError(f"duplicate task names in {entries}")
-    return tasks
-
-# %% ../../nbs/430_loop.ipynb #e9776098
-STREAM_TASKS, STREAM_PROGRAMS, STREAM_EVAL = 1, 2, 3
-
-def step_rng(seed: int, stream: int, step: int, index: int = 0) -> np.random.Generator:
-    "The generator for one (seed, stream, step, index): independent of everything that happened before."
-    return np.random.default_rng([int(seed), int(stream), int(step), int(index)])
-
-def step_tasks(n_tasks: int, tasks_per_step: int, seed: int, step: int) -> list[int]:
-    "Indices of the training tasks of a step (without replacement, sorted: the group order is the plan order)."
-    if tasks_per_step > n_tasks:
-        raise ValueError(f"tasks_per_step={tasks_per_step} but only {n_tasks} training tasks")
-    return sorted(step_rng(seed, STREAM_TASKS, step).choice(n_tasks, size=tasks_per_step, replace=False).tolist())
-
-# %% ../../nbs/430_loop.ipynb #d5c275ae
-@dataclass
-class Group:
-    "One task's G programs at one step."
-    key: str
-    task: object
-    features: np.ndarray
-    programs: list
-    codes: list
-
-def sample_groups(policy, tasks, features, indices, seed: int, step: int, group_size: int, stream: int = STREAM_PROGRAMS) -> list[Group]:
-    "Sample and render a group for each task index (each group has its own generator)."
-    from wmrl.autoresearch.render import render
-    groups = []
-    for position, i in enumerate(indices):
-        programs = policy.sample(features[i], group_size, step_rng(seed, stream, step, position))
-        groups.append(Group(f"s{step}:{tasks[i].name}", tasks[i], features[i], programs,
-                            [render(p, tasks[i]) for p in programs]))
-    return groups
-
-def suite_world_model(quality_prior: str = "fitted"):
-    """The frozen world model of the suite: the static tier with the quality prior fitted once on the *training*
-    tasks' reference populations (`wmrl.world_model.prior`), the hand table (`'hand'`), or a prior JSON at a path."""
-    from wmrl.world_model.static import StaticWorldModel
-    if quality_prior == "hand":
-        return StaticWorldModel()
-    from wmrl.world_model.prior import load_prior
-    return StaticWorldModel(quality_prior=load_prior(None if quality_prior == "fitted" else quality_prior))
-
-def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]:
-    "(predicted reward per row, world-model seconds) for every row of every group (controls get row keys)."
-    from wmrl.world_model.controls import ControlledWorldModel
-    jobs = [(g.task, code) for g in groups for code in g.codes]
-    with timed() as clock:
-        if isinstance(world_model, ControlledWorldModel):  # its noise is keyed by (seed, step:task, row)
-            keys = [f"{seed}:{g.key}:{i}" for g in groups for i in range(len(g.codes))]
-            predictions = world_model.predict(jobs, keys)
-        else:
-            predictions = world_model.predict(jobs)
-    return np.array([p.score for p in predictions], dtype=float), clock.wall_s
-
-# %% ../../nbs/430_loop.ipynb #706e6e0b
-def record_from_dict(values: dict):
-    "An ExecutionRecord back from its to_dict() form (None -> NaN)."
-    from wmrl.execution.limits import ExecutionRecord
-    values = {k: (math.nan if v is None and k in ("reward", "position", "raw_score", "peak_mb") else v)
-              for k, v in values.items()}
-    return ExecutionRecord(**values)
-
-def execute_rows(jobs, run_batch, cache: ExecutionCache | None):
-    "(records, charges, rewards) for [(task, code[, limits])] jobs; infra failures get reward NaN."
-    records, charges = execute_cached(jobs, run_batch, cache, from_dict=record_from_dict)
-    rewards = np.array([math.nan if r.infra_error else float(r.reward) for r in records], dtype=float)
-    return records, charges, rewards
-
-# %% ../../nbs/430_loop.ipynb #f21e7fda
-def percentile_of(record) -> float:
-    "Leaderboard percentile of one execution: position*100 when graded ok, 0 for any failure, NaN for infra."
-    if record.infra_error:
-        return math.nan
-    if record.status != "ok" or record.position is None or not math.isfinite(record.position):
-        return 0.0
-    return 100.0 * float(record.position)
-
-def evaluate_policy(policy, tasks, features, seed: int, step: int, samples: int, run_batch, cache=None,
-                    limits=None) -> dict:
-    "avg@samples held-out percentile per task and category, the category mean, and the charges it cost."
-    from wmrl.execution.grading import category_average
-    groups = sample_groups(policy, tasks, features, list(range(len(tasks))), seed, 0, samples, STREAM_EVAL)
-    records, charges, _ = execute_rows([(g.task, c, limits) for g in groups for c in g.codes], run_batch, cache)
-    per_task, n_infra = {}, 0
-    for i, g in enumerate(groups):
-        values = np.array([percentile_of(r) for r in records[i * samples:(i + 1) * samples]])
-        n_infra += int(np.isnan(values).sum())
-        per_task[g.task.name] = float(np.nanmean(values)) if np.isfinite(values).any() else 0.0
-    per_category, mean = category_average(per_task, {t.name: t.category for t in tasks})
-    statuses = [r.status for r in records]
-    return {"step": step, "heldout_percentile": mean, "per_category": per_category, "per_task": per_task,
-            "ok_rate": statuses.count("ok") / len(statuses), "n_infra": n_infra, "charges": charges}
 
 # %% ../../nbs/430_loop.ipynb #7c26e8f2
 class AutoResearchRun:

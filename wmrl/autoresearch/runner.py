@@ -164,7 +164,7 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = sorted(expand_grid(grid), key=lambda spec: spec.params["seed"])  # seed-major: a cut-short grid keeps whole pairs
     if grid.get("tasks"):
-        from wmrl.autoresearch.loop import resolve_tasks
+        from wmrl.autoresearch.steps import resolve_tasks
         resolve_tasks(grid["tasks"], grid.get("base", {}).get("suite_dir", ""))  # build once, cached
     template = repo_root() / (grid.get("template") or "reproductions/autoresearch.ipynb")
     report = []
