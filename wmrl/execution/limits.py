@@ -14,14 +14,15 @@ from pathlib import Path
 from .grading import STATUSES  # the shared status vocabulary
 
 # %% auto #0
-__all__ = ['SYNTAX_EXIT', 'MEMORY_EXIT', 'LAUNCHER_SOURCE', 'SandboxLimits', 'RawRun', 'ExecutionRecord', 'launcher_config']
+__all__ = ['WALL_NET', 'SYNTAX_EXIT', 'MEMORY_EXIT', 'LAUNCHER_SOURCE', 'SandboxLimits', 'cpu_budget', 'RawRun',
+           'ExecutionRecord', 'launcher_config']
 
 # %% ../../nbs/241_limits.ipynb #29768fb3
 @dataclass(frozen=True)
 class SandboxLimits:
     "Caps for one run; every backend enforces all of them (see each backend's notes for how)."
     wall_s: float = 60.0       # wall clock; the whole process tree is killed at this point
-    cpu_s: float = 0.0         # CPU seconds (RLIMIT_CPU); 0 = same as wall_s
+    cpu_s: float = 0.0         # CPU seconds of every process (RLIMIT_CPU); 0 = same as wall_s (see `cpu_budget`)
     memory_mb: int = 2048      # the process's whole address space, imports included (RLIMIT_AS), and the cgroup cap
     file_mb: int = 256         # largest single file (RLIMIT_FSIZE)
     nofile: int = 256          # open file descriptors (RLIMIT_NOFILE); must stay under the hard limit (20000 here)
@@ -49,6 +50,17 @@ class SandboxLimits:
         values = dict(wall_s=float(settings.sandbox_timeout_s), memory_mb=int(settings.sandbox_memory_mb))
         values.update(overrides)
         return cls(**values)
+
+# %% ../../nbs/241_limits.ipynb #13fc8615
+WALL_NET = (3.0, 5.0)  # the wall-clock safety net of a CPU budget c: 3 c + 5 s
+
+def cpu_budget(cpu_s: float, **overrides) -> SandboxLimits:
+    """Limits for `cpu_s` CPU-seconds of compute, with the wall clock only as a safety net (`WALL_NET`), the rest
+    from settings: on a busy host a solution is slower, never cut short, so its status does not depend on the load."""
+    if not isinstance(cpu_s, (int, float)) or isinstance(cpu_s, bool) or not cpu_s > 0:
+        raise ValueError(f"a CPU budget must be a positive number of seconds, got {cpu_s!r}")
+    factor, extra = WALL_NET
+    return SandboxLimits.from_settings(**{"cpu_s": float(cpu_s), "wall_s": factor * cpu_s + extra, **overrides})
 
 # %% ../../nbs/241_limits.ipynb #2132e8ff
 @dataclass

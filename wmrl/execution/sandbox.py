@@ -16,7 +16,7 @@ from pathlib import Path
 from .backends import BwrapBackend, SandboxBackend, SubprocessBackend, bwrap_works, find_bwrap
 from .docker_backend import DockerBackend
 from .grading import grade_submission_file, ladder_reward
-from .limits import MEMORY_EXIT, SYNTAX_EXIT, ExecutionRecord, RawRun, SandboxLimits
+from .limits import MEMORY_EXIT, SYNTAX_EXIT, ExecutionRecord, RawRun, SandboxLimits, cpu_budget
 from .warm import WarmBackend
 
 log = logging.getLogger("wmrl.execution.sandbox")
@@ -81,9 +81,10 @@ def classify(raw: RawRun, limits: SandboxLimits) -> tuple[str, str]:
 
 # %% ../../nbs/240_sandbox.ipynb #99e674ee
 def task_limits(task) -> SandboxLimits:
-    "The limits of a run given none: the task's compute budget as the wall clock, the rest from settings."
+    """The limits of a run given none: the task's compute budget in CPU-seconds with a wall-clock net (`cpu_budget`),
+    so that its status does not depend on the machine's load; the rest from settings."""
     budget = float(getattr(task, "compute_budget_s", 0) or 0)
-    return SandboxLimits.from_settings(**({"wall_s": budget} if budget > 0 else {}))
+    return cpu_budget(budget) if budget > 0 else SandboxLimits.from_settings()
 
 def execute(task, code: str, backend: SandboxBackend | str | None = None, limits: SandboxLimits | None = None) -> ExecutionRecord:
     "Execute `code` on `task`'s public data in a sandbox and grade what it wrote."
