@@ -100,7 +100,7 @@ def _check_advantage_args(n_rewards: int, n_ids: int, scale: str, eps: float, mi
 # %% ../../nbs/110_advantages.ipynb #eec3536b
 def advantages_from_codes(values: np.ndarray,  # (N,) float64 rewards, NaN = ungraded (already validated)
                           codes: np.ndarray,  # (N,) integer group codes in 0..n_groups-1
-                          n_groups: int,  # M
+                          n_groups: int,  # N, groups in the batch
                           scale: str = "group", eps: float = 1e-4, min_graded: int = 2,
                           ) -> AdvantageResult:
     "The advantage arithmetic on integer codes; `group_advantages` validates and factorises, then calls this."

@@ -264,6 +264,7 @@ def _anchor_ratio(denoiser) -> float:
         return denoiser.weight()
     return float(denoiser.anchor_ratio) if isinstance(denoiser, InverseVarianceFusion) else 1.0
 
+# %% ../../nbs/150_correction.ipynb #d58478e9
 def _stats(self: WMRLCorrector, step, predicted, real, codes, keys, anchor_rows, learned, advantage,
            multipliers) -> dict:
     "Floats to log for one step (names are stable: trainers and plots read them)."

@@ -91,6 +91,7 @@ def _category_codes(categories, n: int, known: list) -> np.ndarray:
         codes[labels == category] = code
     return codes
 
+# %% ../../nbs/130_debias.ipynb #5154bd93
 def _check_scores(flat: np.ndarray, score_range: tuple[float, float]) -> None:
     "Scores to calibrate: NaN allowed (no prediction), inf or out-of-range values are errors. One pass when valid."
     low, high = score_range
@@ -109,6 +110,7 @@ def _check_label_count(categories, n: int) -> None:
     if count != n:
         raise ValueError(f"categories has {count} values but there are {n} scores")
 
+# %% ../../nbs/130_debias.ipynb #34b1e607
 class OnlineDebiaser:
     "Online Debiasing: a windowed isotonic map predicted → real, refitted as anchor pairs arrive."
     def __init__(self, min_pairs: int = 200, refit_every: int = 64, window: int = 5000,

@@ -158,6 +158,7 @@ def _drop_flat_interior(knots_x: np.ndarray, knots_y: np.ndarray):
     keep[1:-1] = ~(equal_to_next[:-1] & equal_to_next[1:])  # an interior knot equal to both neighbours goes
     return knots_x[keep], knots_y[keep]
 
+# %% ../../nbs/125_isotonic.ipynb #d851b5c9
 def fit_checked_pairs(x: np.ndarray, y: np.ndarray, w: np.ndarray | None, score_range: tuple[float, float]):
     "The fit proper on checked pairs (w None: unit weights): (map, fitted value per distinct x, index of each pair)."
     unique_x, position = np.unique(x, return_inverse=True)  # sorted distinct predicted scores

@@ -40,8 +40,8 @@ METHODS = tuple(METHOD_SPECS)
 DENOISERS = ("anchor_weight", "fusion")
 
 # %% ../../nbs/145_methods.ipynb #a6e4df56
-def validate_config(config) -> None:
-    "Clear errors for impossible settings of a CorrectionConfig (or any object with its fields); score_range -> floats."
+def _check_choices(config) -> None:
+    "The named options (method, rules, scales) and the adaptive knobs: a typo fails at start-up, not at step 1,000."
     if config.method not in METHODS:
         raise ValueError(f"unknown method {config.method!r}; expected one of {METHODS}")
     for name, value, allowed in (("s2_rule", config.s2_rule, S2_RULES), ("weight_scale", config.weight_scale, WEIGHT_SCALES)):
@@ -57,6 +57,11 @@ def validate_config(config) -> None:
         raise ValueError(f"unknown denoise {config.denoise!r}; expected one of {DENOISERS}")
     if config.scale not in SCALES:
         raise ValueError(f"unknown scale {config.scale!r}; expected one of {SCALES}")
+
+# %% ../../nbs/145_methods.ipynb #e289af97
+def validate_config(config) -> None:
+    "Clear errors for impossible settings of a CorrectionConfig (or any object with its fields); score_range -> floats."
+    _check_choices(config)
     if not 0.0 <= config.anchor_fraction <= 1.0:
         raise ValueError(f"anchor_fraction must be in [0, 1], got {config.anchor_fraction}")
     try:

@@ -55,6 +55,7 @@ class BanditProblem:
         object.__setattr__(self, "rewards", rewards)
         object.__setattr__(self, "features", features)
 
+# %% ../../nbs/010_bandit.ipynb #2957ba92
 def shared_arm_features(n_contexts: int, n_arms: int) -> np.ndarray:
     "One-hot arm features: one softmax shared by every context (the coupling that makes floors)."
     return np.broadcast_to(np.eye(n_arms), (n_contexts, n_arms, n_arms)).copy()
@@ -96,6 +97,7 @@ def objective(theta: np.ndarray,  # (L, d)
     entropy = -(probs * log_probs).sum(-1).mean(-1)
     return expected_return - kl_beta * kl + entropy_coef * entropy
 
+# %% ../../nbs/010_bandit.ipynb #3f404f6a
 def regulariser_logit_grad(probs: np.ndarray, kl_beta: float, entropy_coef: float) -> np.ndarray:
     "d/dz of −β·KL + η·H per context (z = logits); exact, so the regulariser adds no sampling noise."
     log_probs = np.log(np.clip(probs, 1e-300, None))

@@ -99,19 +99,22 @@ class BatchCalibrator:
         for lane in np.flatnonzero(due):
             self._refit(lane)
 
-    def _refit(self, lane: int) -> None:
-        "PAV over the populated bins of one lane; needs two populated bins, else stays as it was."
-        populated = self.count[lane] > 0
-        if populated.sum() < 2:
-            return
-        centroids = self.sum_x[lane, populated] / self.count[lane, populated]
-        means = self.sum_y[lane, populated] / self.count[lane, populated]
-        self.fit_x[lane] = np.nan
-        self.fit_y[lane] = np.nan
-        self.fit_x[lane, :populated.sum()] = centroids
-        self.fit_y[lane, :populated.sum()] = pav(means, self.count[lane, populated])
-        self.since[lane] = 0
-        self.n_fits[lane] += 1
+# %% ../../nbs/030_lanes.ipynb #88c56faa
+def _refit(self: BatchCalibrator, lane: int) -> None:
+    "PAV over the populated bins of one lane; needs two populated bins, else stays as it was."
+    populated = self.count[lane] > 0
+    if populated.sum() < 2:
+        return
+    centroids = self.sum_x[lane, populated] / self.count[lane, populated]
+    means = self.sum_y[lane, populated] / self.count[lane, populated]
+    self.fit_x[lane] = np.nan
+    self.fit_y[lane] = np.nan
+    self.fit_x[lane, :populated.sum()] = centroids
+    self.fit_y[lane, :populated.sum()] = pav(means, self.count[lane, populated])
+    self.since[lane] = 0
+    self.n_fits[lane] += 1
+
+BatchCalibrator._refit = _refit
 
 # %% ../../nbs/030_lanes.ipynb #5ad0e797
 def _apply(self, values: np.ndarray,  # (L, ...) predictions, one row per lane

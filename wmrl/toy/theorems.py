@@ -80,6 +80,7 @@ def stream_gradients(problem: BanditProblem, config: BanditConfig, theta: np.nda
         out.append(policy_gradient(probs, stream["contexts"], arms, coefficients, problem.features))
     return out[0], out[1]
 
+# %% ../../nbs/040_theorems.ipynb #4d1fb0b8
 def fused_variance(g_anchor: np.ndarray, g_world: np.ndarray, anchor_share: float | None = None) -> dict:
     "Measured V_E, V_WM, variance of the fusion, and eq. 5's prediction (traces of covariances)."
     v_anchor = float(g_anchor.var(0, ddof=1).sum())
@@ -131,6 +132,7 @@ def _repo_root() -> Path:
     "The checkout that holds reproductions/ (the package's parent folder)."
     return Path(__file__).resolve().parents[2]
 
+# %% ../../nbs/040_theorems.ipynb #ee4b5cfb
 def cli_reproduce_bandit(argv: list[str] | None = None) -> int:
     "`wmrl reproduce bandit --size quick|full --out DIR`: run the papermill template, print metrics JSON."
     parser = argparse.ArgumentParser(prog="wmrl reproduce bandit", description=cli_reproduce_bandit.__doc__)
