@@ -23,7 +23,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("tasks", "build"), "wmrl.execution.suite:cli_tasks_build", "build the AutoResearch task suite (deterministic, cached)"),
     (("tasks", "check"), "wmrl.execution.task_builder:cli_tasks check", "validate task folders and name what is missing or malformed"),
     (("agent",), "wmrl.autoresearch.agent:cli_agent", "sample or render solution programs from the program-writing policy"),
-    (("reproduce", "bandit"), "wmrl.toy.bandit:cli_reproduce_bandit", "run the toy-bandit sweep (papermill) into a run folder"),
+    (("reproduce", "bandit"), "wmrl.toy.theorems:cli_reproduce_bandit", "run the toy-bandit sweep (papermill) into a run folder"),
     (("reproduce", "autoresearch"), "wmrl.autoresearch.runner:cli_reproduce_autoresearch",
      "run the AutoResearch grid (methods x seeds, papermill) and its summary"),
     (("reproduce", "mle-dojo"), "wmrl.autoresearch.runner:cli_reproduce_mledojo",
