@@ -149,6 +149,7 @@ class FidelityReport:
         return {k: ([{kk: clean(vv) for kk, vv in r.items()} for r in v] if k == "checks" else clean(v))
                 for k, v in self.__dict__.items()}
 
+# %% ../../nbs/350_fidelity.ipynb #bcdd3d57
 def fidelity_report(cases: Sequence[Case], world_model=None, predictions: Sequence[Prediction] | None = None,
                     task=None, min_confidence: float = 0.5, folds: int = 5) -> FidelityReport:
     "Measure a world model (or given predictions) against real records."

@@ -297,6 +297,7 @@ def verify_training_tasks(tasks, strict: bool = False) -> None:
             if strict: raise ValueError(message)
             warnings.warn(message, stacklevel=3)
 
+# %% ../../nbs/360_prior.ipynb #4f5244f6
 def _from_dict(cls, data: Mapping, strict: bool = False) -> FittedQualityPrior:
     "Load and verify a prior written by `to_dict` (hash, version, training tasks only)."
     if not isinstance(data, Mapping): raise TypeError(f"a prior is a JSON object, got {type(data).__name__}")
