@@ -139,8 +139,7 @@ def play_episodes(config: dict, model_dir, tasks: dict, samples: int, seed: int 
     agent, (model, tokenizer, device) = config["agent"], _load_policy(model_dir)
     respond = menu_message(agent_menu(agent["menu"])) if agent.get("menu") else None
     generate = _generator(model, tokenizer, device, config["trl"], temperature, respond)
-    limits = sandbox_limits(config)
-    results = {}
+    limits, results = sandbox_limits(config), {}
     for index, (name, task) in enumerate(tasks.items()):
         results[name] = []
         for sample in range(samples):
