@@ -46,6 +46,7 @@ class Case:
         "The check that owns the real outcome (None for syntax errors)."
         return check_for_outcome(self.real_status, error_type_of(self.record.get("stderr_tail") or self.record.get("message")))
 
+# %% ../../nbs/350_fidelity.ipynb #1a00b5cc
 def execute_cases(task, solutions: Mapping[str, str], backend=None, limits=None, workers: int = 2, group: str = "") -> list:
     "Run each solution in the real sandbox (`wmrl.execution.sandbox.execute`) and return Cases."
     from wmrl.execution.sandbox import execute

@@ -178,6 +178,7 @@ class FewShotExample:
     code: str
     answer: dict
 
+# %% ../../nbs/320_prompts.ipynb #ebf27bbd
 def fewshot_from_record(code: str, record) -> FewShotExample | None:
     "The ideal answer for the check that owns `record`'s outcome; None when no check owns it (syntax errors)."
     status = record["status"] if isinstance(record, dict) else record.status
@@ -226,6 +227,7 @@ class CheckPrompt:
         "Chat messages (system + user) for chat-templated models; the user message starts with the shared prefix."
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": self.prefix + self.suffix}]
 
+# %% ../../nbs/320_prompts.ipynb #543f4a72
 def _render_shots(check: str, examples: Sequence[FewShotExample]) -> str:
     shots = [e for e in examples if e.check == check]
     if not shots: return ""
