@@ -1,4 +1,4 @@
-"""Read competitions prepared by MLE-Dojo's own tools, act on them through MLE-Dojo's environment interface (the real package when installed, the kit's own otherwise), and score benchmark runs the way the paper's tables do.
+"""Read competitions prepared by MLE-Dojo's own tools (and DSBench tasks laid out the same way) into kit tasks, with the paper's task split, and score benchmark runs with the leaderboard percentile of the paper's tables.
 
 Docs: https://github.com/wmrl-kit/wmrl/mledojo.html.md"""
 
