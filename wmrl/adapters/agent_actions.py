@@ -98,6 +98,7 @@ def _encode(tokenizer, text: str) -> list[int]:
     except TypeError:  # a tokenizer without that keyword
         return list(tokenizer.encode(text))
 
+# %% ../../nbs/561_agent_actions.ipynb #fac35c3a
 def truncate_observation(text: str, max_tokens: int, tokenizer=None) -> str:
     "Keep the first 2/3 and the last 1/3 of `max_tokens` tokens with a marker between; short texts pass unchanged."
     if not isinstance(text, str):

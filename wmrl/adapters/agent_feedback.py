@@ -37,6 +37,7 @@ def _reported(feedback: str, header: str, last: bool = False) -> list[str]:
     starts = [i for i, line in enumerate(lines) if line.strip() == header]
     return lines[(starts[-1] if last else starts[0]) + 1:] if starts else []
 
+# %% ../../nbs/562_agent_feedback.ipynb #c32be7bd
 def ladder_from_observation(feedback: str, reward: float, code: str) -> tuple[str, float, float | None]:
     """(status, ladder reward, position) read off MLE-Dojo's feedback text, as the official grader does: from the
     status line MLE-Dojo writes under its "=== Code Execution Results ===" header, never from a substring that
@@ -65,6 +66,7 @@ def _feedback_text(observation) -> str:
         return str(base.get("feedback") or base.get("error") or "")
     return str(feedback or "")
 
+# %% ../../nbs/562_agent_feedback.ipynb #e36f4a1b
 class SandboxFeedback:
     "Real observations from an MLE-Dojo-style env: step(action, **kwargs) -> (observation, reward)."
     source = "sandbox"
@@ -121,6 +123,7 @@ def _predicted_raw_score(task, position: float):
     index = min(len(board) - 1, max(0, int(round(len(board) * (1 - position)))))
     return float(board[index])
 
+# %% ../../nbs/562_agent_feedback.ipynb #1f2aef8a
 def predicted_feedback(task, prediction, code: str, wall_s: float = PREDICTED_WALL_S, best_raw=None, best_position=None) -> str:
     "MLE-Dojo-shaped feedback for a world-model prediction, with the same fields as the sandbox's."
     from wmrl.world_model.verdicts import format_traceback

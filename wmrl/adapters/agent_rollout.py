@@ -82,6 +82,14 @@ class AgentRollout:
             raise ValueError(f"row: {self.task_column}={task_id!r} is not one of {sorted(self.tasks)}")
         return self.tasks[task_id]
 
+# %% ../../nbs/565_agent_rollout.ipynb #0fb0f863
+def _typical_wall_s(self: AgentRollout, task_id) -> float:
+    "Median real execution time of the task so far (of every task before its first run; the default before any)."
+    seen = self.runtimes.get(task_id) or [t for times in self.runtimes.values() for t in times]
+    return float(np.median(seen)) if seen else PREDICTED_WALL_S
+
+AgentRollout.typical_wall_s = _typical_wall_s
+
 # %% ../../nbs/565_agent_rollout.ipynb #f0ed4ef3
 def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, training: bool, tokenizer) -> list:
     "One Episode per row: sandbox feedback on anchor rows (and in evaluation), elsewhere the world model's (by default)."
@@ -97,14 +105,6 @@ def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, tr
     return episodes
 
 AgentRollout._episodes = _episodes
-
-# %% ../../nbs/565_agent_rollout.ipynb #0fb0f863
-def _typical_wall_s(self: AgentRollout, task_id) -> float:
-    "Median real execution time of the task so far (of every task before its first run; the default before any)."
-    seen = self.runtimes.get(task_id) or [t for times in self.runtimes.values() for t in times]
-    return float(np.median(seen)) if seen else PREDICTED_WALL_S
-
-AgentRollout.typical_wall_s = _typical_wall_s
 
 # %% ../../nbs/565_agent_rollout.ipynb #64bd7af2
 def _rollout(self: AgentRollout, prompts: list, trainer) -> dict:
@@ -196,6 +196,9 @@ def _agent_predict(self: AgentRollout, rows: Sequence[Mapping]) -> list[float | 
     self.counts["predicted"] += len(rows)
     return rewards
 
+AgentRollout.predict = _agent_predict
+
+# %% ../../nbs/565_agent_rollout.ipynb #801ab261
 def _agent_execute(self: AgentRollout, rows: Sequence[Mapping]) -> list[float]:
     "The real reward of rows whose episode ran in the sandbox (a world-model episode has none: an error)."
     for index, row in enumerate(rows):
@@ -204,5 +207,4 @@ def _agent_execute(self: AgentRollout, rows: Sequence[Mapping]) -> list[float]:
                              "its real reward would need its own sandbox episode")
     return [float(row["wmrl_agent_reward"]) for row in rows]
 
-AgentRollout.predict = _agent_predict
 AgentRollout.execute = _agent_execute

@@ -55,6 +55,7 @@ def _inventory_lines(public_dir, max_columns: int = 24) -> list[str]:
         lines.append(f"- {name}: {info['rows']} rows; columns: {', '.join(shown)}")
     return lines
 
+# %% ../../nbs/560_research_agent.ipynb #588dce6b
 def task_overview(task, max_tokens: int = 1500, tokenizer=None) -> str:
     "The first user message: description, data inventory, targets, submission contract and metric, capped."
     import pandas as pd
@@ -89,6 +90,7 @@ class Turn:
     env_s: float
     detail: dict = field(default_factory=dict)
 
+# %% ../../nbs/560_research_agent.ipynb #1d5fba1e
 @dataclass
 class Trajectory:
     "A whole episode: the turns, the best reward and its turn, the messages, the source of the rewards."
@@ -124,6 +126,7 @@ def clip_response(text: str, max_new_tokens: int, tokenizer=None) -> str:
     words = list(_WORD.finditer(text))
     return text if len(words) <= max_new_tokens else text[:words[max_new_tokens - 1].end()]
 
+# %% ../../nbs/560_research_agent.ipynb #64ab546b
 def as_feedback(env_or_scorer, task):
     "A SandboxFeedback / WorldModelFeedback for an env, a world model, or an object that already is one."
     if isinstance(env_or_scorer, (SandboxFeedback, WorldModelFeedback)):

@@ -63,6 +63,18 @@ def _predict(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
     scores = [getattr(p, "score", None) for p in predictions]
     return [None if s is None or (isinstance(s, float) and math.isnan(s)) else float(s) for s in scores]
 
+TaskScorer.predict = _predict
+
+# %% ../../nbs/512_task_scorer.ipynb #e550dc6b
+def _execute_or_infra(execute, task, code, backend, limits):
+    "One sandbox execution; an exception of the sandbox itself becomes an ungraded infrastructure record."
+    from wmrl.execution.pool import infra_record
+    try:
+        return execute(task, code, backend, limits)
+    except Exception as error:  # the run goes on: this row is ungraded, like a lost Ray worker
+        return infra_record(f"{type(error).__name__}: {error}", str(backend or "default"))
+
+# %% ../../nbs/512_task_scorer.ipynb #8c3745f8
 def _execute(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
     "The real reward of every row, from the sandbox (each distinct program of a task is run once when cached)."
     from concurrent.futures import ThreadPoolExecutor
@@ -91,15 +103,6 @@ def _execute(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
     rewards = [fresh[key] if key in fresh else self._executed[key] for key in keys]
     return [None if math.isnan(r) else r for r in rewards]  # ungraded, never a silent 0
 
-def _execute_or_infra(execute, task, code, backend, limits):
-    "One sandbox execution; an exception of the sandbox itself becomes an ungraded infrastructure record."
-    from wmrl.execution.pool import infra_record
-    try:
-        return execute(task, code, backend, limits)
-    except Exception as error:  # the run goes on: this row is ungraded, like a lost Ray worker
-        return infra_record(f"{type(error).__name__}: {error}", str(backend or "default"))
-
-TaskScorer.predict = _predict
 TaskScorer.execute = _execute
 
 # %% ../../nbs/512_task_scorer.ipynb #cd0790fb

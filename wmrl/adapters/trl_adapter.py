@@ -140,6 +140,7 @@ def _check_trainer_settings(trainer) -> None:
         raise ValueError(f"GRPOConfig.scale_rewards={trainer.scale_rewards!r} but the corrector's scale is "
                          f"{trainer.corrector.config.scale!r}; set them equal (the paper: 'group')")
 
+# %% ../../nbs/510_trl_adapter.ipynb #ea1c4bd7
 def save_corrector(self, path) -> Path:
     "Write the corrector's JSON state (calibration map, anchor weight, scheduler counters) to `path`."
     path = Path(path)
@@ -236,12 +237,31 @@ def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
     self._wmrl_pairs = (predicted_all, real_all)
     return torch.tensor(self._wmrl_result.rewards, dtype=torch.float32, device=device).unsqueeze(1)
 
+# %% ../../nbs/510_trl_adapter.ipynb #6f5bb41c
 def _as_floats(values, n_rows: int, what: str) -> np.ndarray:
     "A scorer's answer as float64 with NaN for None; the length must match."
     values = list(values)
     if len(values) != n_rows:
         raise ValueError(f"scorer.{what} returned {len(values)} rewards for {n_rows} rows")
     return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+# %% ../../nbs/510_trl_adapter.ipynb #5f222b72
+def reward_means(predicted: np.ndarray, real: np.ndarray, anchor_rows: np.ndarray) -> dict:
+    "rewards/real_mean over executed rows and rewards/world_model_mean (raw predictions) over the other rows."
+    predicted, real = np.asarray(predicted, dtype=float), np.asarray(real, dtype=float)
+    anchors = np.asarray(anchor_rows, dtype=bool)
+    executed, judged = real[anchors & ~np.isnan(real)], predicted[~anchors & ~np.isnan(predicted)]
+    return {"rewards/real_mean": float(executed.mean()) if executed.size else math.nan,
+            "rewards/world_model_mean": float(judged.mean()) if judged.size else math.nan}
+
+def weighted_log_advantages(logged, weighted_global: np.ndarray) -> None:
+    "Put A·m into TRL's completions table: its last N logged advantages are the pre-multiplier ones of this batch."
+    n = len(weighted_global)
+    if len(logged) < n:
+        raise RuntimeError(f"TRL logged {len(logged)} advantages for a batch of {n}")
+    kept = list(logged)[:-n]
+    logged.clear()
+    logged.extend(kept + [float(a) for a in weighted_global])
 
 # %% ../../nbs/510_trl_adapter.ipynb #5f50e5ef
 def _log_step(self, result, local: slice, trl_advantages: np.ndarray, mismatch: float) -> None:
@@ -263,24 +283,6 @@ def _log_step(self, result, local: slice, trl_advantages: np.ndarray, mismatch: 
         "predicted": predicted.tolist(), "real": real.tolist(), "rewards": result.rewards.tolist(),
         "anchor_rows": result.anchor_rows.tolist(), "multipliers": result.multipliers.tolist(),
         "advantages": result.advantages.tolist(), "trl_advantages": trl_advantages.tolist()})
-
-# %% ../../nbs/510_trl_adapter.ipynb #5f222b72
-def reward_means(predicted: np.ndarray, real: np.ndarray, anchor_rows: np.ndarray) -> dict:
-    "rewards/real_mean over executed rows and rewards/world_model_mean (raw predictions) over the other rows."
-    predicted, real = np.asarray(predicted, dtype=float), np.asarray(real, dtype=float)
-    anchors = np.asarray(anchor_rows, dtype=bool)
-    executed, judged = real[anchors & ~np.isnan(real)], predicted[~anchors & ~np.isnan(predicted)]
-    return {"rewards/real_mean": float(executed.mean()) if executed.size else math.nan,
-            "rewards/world_model_mean": float(judged.mean()) if judged.size else math.nan}
-
-def weighted_log_advantages(logged, weighted_global: np.ndarray) -> None:
-    "Put A·m into TRL's completions table: its last N logged advantages are the pre-multiplier ones of this batch."
-    n = len(weighted_global)
-    if len(logged) < n:
-        raise RuntimeError(f"TRL logged {len(logged)} advantages for a batch of {n}")
-    kept = list(logged)[:-n]
-    logged.clear()
-    logged.extend(kept + [float(a) for a in weighted_global])
 
 # %% ../../nbs/510_trl_adapter.ipynb #c80ff5dd
 def tiny_policy(out_dir, seed: int = 0, vocab_size: int = 512) -> Path:
