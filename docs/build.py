@@ -22,23 +22,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NBS = ROOT / "nbs"
 
-# The reading path: (part title, why it is there, chapter name prefixes in reading order).
+# The reading path: (part title, why it is there, the hundreds digit of its chapters). A chapter's number names its
+# subpackage (tests/test_layers.py); numbers x80-x99 of every part and 9xx form the engineering appendix.
 PATH = [
-    ("1. Why", "the toy bandit: what a biased world model costs, and what the corrections buy back",
-     ["010_", "020_"]),
-    ("2. The method", "advantages, anchors, debiasing, denoising, the correction step that joins them, paired statistics",
-     ["110_", "120_", "130_", "140_", "150_", "160_"]),
-    ("3. Execution and grading", "task folders, metrics and leaderboards, the sandbox, pools of real executions, the task suite",
-     ["210_", "220_", "230_", "240_", "241_", "250_", "260_"]),
-    ("4. The world model", "eight checks with strict verdicts, prompts, the static tier, backends, fidelity",
-     ["3"]),
-    ("5. AutoResearch", "the whole loop on CPU: a program-writing policy, a ledger, the loop, a grid",
-     ["4"]),
-    ("6. Full scale", "TRL, resource plans, MLE-Dojo, DSBench and the embodied track",
-     ["51", "52", "54", "55", "56", "57", "6"]),
-    ("Appendix: engineering", "settings, benchmarks of the core, the sandbox plumbing and backends, the warm sandbox server, Ray, the command line",
-     ["180_", "190_", "280_", "281_", "282_", "290_", "291_", "580_", "900_"]),
+    ("1. Why", "the toy bandit: what a biased world model costs, and what the corrections buy back", "0"),
+    ("2. The method", "advantages, anchors, isotonic debiasing, denoising, the correction step that joins them, "
+     "paired statistics", "1"),
+    ("3. Execution and grading", "task folders, metrics and leaderboards, the sandbox, pools of real executions, "
+     "the task suite", "2"),
+    ("4. The world model", "eight checks with strict verdicts, prompts, the static tier, backends, fidelity, the "
+     "prior, positive controls", "3"),
+    ("5. AutoResearch", "the whole loop on CPU: a program-writing policy, a ledger, the loop, a grid", "4"),
+    ("6. Full scale", "TRL, resource plans, MLE-Dojo, DSBench and the embodied track", "56"),
+    ("Appendix: engineering", "settings, benchmarks of the core, the sandbox plumbing and backends, the warm sandbox "
+     "server, Ray, the command line", None),
 ]
+
+
+def is_appendix(name: str) -> bool:
+    "x80-x99 in every part, and the 9xx entry points."
+    return name[0] == "9" or name[1] in "89"
+
+
 # Chapters executed by default: fast, and the ones whose figures a reader looks for first.
 TEACHING = ["110_advantages", "120_anchors", "130_debias", "140_denoise", "150_correction", "010_bandit",
             "430_loop"]
@@ -100,12 +105,11 @@ def chapter_title(name: str) -> str:
 
 
 def reading_path(names: list[str]) -> list[tuple[str, str, list[str]]]:
-    "Parts of the reading path with the chapters present; chapters no part names go to a last part."
-    placed, parts = set(), []
-    for title, why, prefixes in PATH:
-        chapters = [n for prefix in prefixes for n in names if n.startswith(prefix) and n not in placed]
-        placed.update(chapters)
-        parts.append((title, why, chapters))
+    "Parts of the reading path with the chapters present, in number order; anything else goes to a last part."
+    chapters = [n for n in names if n[:3].isdigit()]
+    parts = [(title, why, [n for n in chapters if (digits is None) == is_appendix(n) and (digits is None or n[0] in digits)])
+             for title, why, digits in PATH]
+    placed = {n for _, _, part in parts for n in part}
     rest = [n for n in names if n not in placed and n != "index"]
     return parts + ([("Other chapters", "", rest)] if rest else [])
 
