@@ -217,42 +217,6 @@ def _multipliers(self: WMRLCorrector, mask: np.ndarray, anchor_rows: np.ndarray)
 
 WMRLCorrector._multipliers = _multipliers
 
-# %% ../../nbs/150_correction.ipynb #0999f520
-def _correct(self: WMRLCorrector, group_ids, predicted, real, categories=None) -> CorrectionResult:
-    "Rewards to train on, advantages, per-row multipliers and stats for the rows of the last plan()."
-    n_rows = len(group_ids)
-    if n_rows == 0 and self._plan is not None and not self._plan["flags"]:  # an empty step: nothing to learn
-        step, self._plan = self._plan["step"], None
-        self.n_steps += 1
-        empty = np.zeros(0)
-        return CorrectionResult(empty, empty, empty, empty.astype(bool), empty.astype(bool),
-                                {"step": float(step), "n_groups": 0.0, "n_anchor_groups": 0.0, "n_rows": 0.0})
-    if n_rows == 0:
-        raise ValueError("correct() got no rows")
-    predicted = read_scores(predicted, "predicted", n_rows, self.config.score_range)
-    real = read_scores(real, "real", n_rows, self.config.score_range)
-    labels = read_categories(categories, n_rows)
-    codes, keys = factorize_groups(group_ids)
-    group_is_anchor, plan_position = self._match_plan(keys)
-    anchor_rows = group_is_anchor[codes]
-    stray = ~anchor_rows & ~np.isnan(real)
-    if stray.any():
-        raise ValueError(f"real rewards given for rows outside the planned anchor groups: rows "
-                         f"{np.flatnonzero(stray)[:5].tolist()}; use NaN there")
-    step = self._plan["step"]
-    self._plan = None
-    learned = self._learn_from_anchors(predicted, real, plan_position[codes], anchor_rows, labels)
-    world_model_rewards = learned["calibrated"] if self.spec.train_world_model_rows else np.full(n_rows, np.nan)
-    rewards = np.where(anchor_rows, real, world_model_rewards)
-    advantage = advantages_from_codes(rewards, codes, len(keys), self.config.scale, self.config.eps,
-                                      int(self.config.min_graded))
-    multipliers = self._multipliers(advantage.mask, anchor_rows)
-    self.n_steps += 1
-    stats = self._stats(step, predicted, real, codes, keys, anchor_rows, learned, advantage, multipliers)
-    return CorrectionResult(rewards, advantage.advantages, multipliers, advantage.mask, anchor_rows, stats)
-
-WMRLCorrector.correct = _correct
-
 # %% ../../nbs/150_correction.ipynb #4fda3187
 def _denoiser_ema(denoiser) -> float:
     "The denoiser's EMA of s² (NaN before its first observation or without a denoiser)."
@@ -294,6 +258,42 @@ def _stats(self: WMRLCorrector, step, predicted, real, codes, keys, anchor_rows,
     }
 
 WMRLCorrector._stats = _stats
+
+# %% ../../nbs/150_correction.ipynb #0999f520
+def _correct(self: WMRLCorrector, group_ids, predicted, real, categories=None) -> CorrectionResult:
+    "Rewards to train on, advantages, per-row multipliers and stats for the rows of the last plan()."
+    n_rows = len(group_ids)
+    if n_rows == 0 and self._plan is not None and not self._plan["flags"]:  # an empty step: nothing to learn
+        step, self._plan = self._plan["step"], None
+        self.n_steps += 1
+        empty = np.zeros(0)
+        return CorrectionResult(empty, empty, empty, empty.astype(bool), empty.astype(bool),
+                                {"step": float(step), "n_groups": 0.0, "n_anchor_groups": 0.0, "n_rows": 0.0})
+    if n_rows == 0:
+        raise ValueError("correct() got no rows")
+    predicted = read_scores(predicted, "predicted", n_rows, self.config.score_range)
+    real = read_scores(real, "real", n_rows, self.config.score_range)
+    labels = read_categories(categories, n_rows)
+    codes, keys = factorize_groups(group_ids)
+    group_is_anchor, plan_position = self._match_plan(keys)
+    anchor_rows = group_is_anchor[codes]
+    stray = ~anchor_rows & ~np.isnan(real)
+    if stray.any():
+        raise ValueError(f"real rewards given for rows outside the planned anchor groups: rows "
+                         f"{np.flatnonzero(stray)[:5].tolist()}; use NaN there")
+    step = self._plan["step"]
+    self._plan = None
+    learned = self._learn_from_anchors(predicted, real, plan_position[codes], anchor_rows, labels)
+    world_model_rewards = learned["calibrated"] if self.spec.train_world_model_rows else np.full(n_rows, np.nan)
+    rewards = np.where(anchor_rows, real, world_model_rewards)
+    advantage = advantages_from_codes(rewards, codes, len(keys), self.config.scale, self.config.eps,
+                                      int(self.config.min_graded))
+    multipliers = self._multipliers(advantage.mask, anchor_rows)
+    self.n_steps += 1
+    stats = self._stats(step, predicted, real, codes, keys, anchor_rows, learned, advantage, multipliers)
+    return CorrectionResult(rewards, advantage.advantages, multipliers, advantage.mask, anchor_rows, stats)
+
+WMRLCorrector.correct = _correct
 
 # %% ../../nbs/150_correction.ipynb #1bf2cdaa
 def _state_dict(self: WMRLCorrector) -> dict:
