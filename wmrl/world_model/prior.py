@@ -47,6 +47,7 @@ def _setting_key(value) -> str:
     "The text form of a setting, used in cell keys ('None', '0.01', '15.0')."
     return "None" if value is None else repr(float(value))
 
+# %% ../../nbs/360_prior.ipynb #bcc150e2
 def population_model(name: str) -> tuple[str, float | None] | None:
     "(family, setting) of a population model name; None for entries left out (log-target models)."
     if not isinstance(name, str): raise TypeError(f"model name must be a str, got {type(name).__name__}")

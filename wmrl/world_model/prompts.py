@@ -123,6 +123,7 @@ def shown_code(code: str, max_chars: int) -> str:
     hidden = code[len(kept):].strip("\n").count("\n") + 1
     return number_lines(kept) + f"\n      [... {hidden} more lines ({len(code) - len(kept)} characters) not shown]"
 
+# %% ../../nbs/320_prompts.ipynb #896e3e3b
 def build_prefix(task, code: str, versions: dict | None = None, max_description_chars: int = 3000,
                  max_code_chars: int = 32000) -> str:
     "The part of every check prompt that is the same for all eight checks (task, data, versions, code)."
