@@ -36,6 +36,7 @@ def run_folder(config: dict) -> Path:
     from wmrl.core.settings import get_settings
     return Path(get_settings().runs_dir) / "train" / f"{config['name']}-{config['method']}-seed{config['seed']}"
 
+# %% ../../nbs/520_train.ipynb #edf9f8c6
 def grpo_config(config: dict, output_dir: str | os.PathLike | None = None, extra: dict | None = None):
     "TRL's GRPOConfig for this run (`extra` fields win); unknown `trl` keys are a ValueError naming them."
     from trl import GRPOConfig
@@ -59,6 +60,7 @@ def _resolve(path: str | os.PathLike, root: str | os.PathLike | None = None) -> 
         return Path(os.path.expandvars(str(root))).expanduser() / path
     return path if path.exists() else repo_root() / path
 
+# %% ../../nbs/520_train.ipynb #412be57f
 def build_tasks(config: dict) -> dict:
     "task id -> Task for every entry of tasks.paths (kit folders, or MLE-Dojo competition names); ids must be unique."
     section = config["tasks"]
@@ -82,6 +84,7 @@ def build_tasks(config: dict) -> dict:
         tasks[task.name] = task
     return tasks
 
+# %% ../../nbs/520_train.ipynb #5789cea3
 def build_dataset_rows(config: dict, tasks: dict) -> list[dict]:
     "prompts_per_task rows per task: `prompt` (text or chat messages) and `task_id` (the group key)."
     section = config["tasks"]
@@ -114,6 +117,7 @@ def model_path(path):
     expanded = os.path.expanduser(os.path.expandvars(str(path)))
     return expanded if (expanded != str(path) or Path(expanded).exists()) else str(path)
 
+# %% ../../nbs/520_train.ipynb #e834e63c
 def policy_path(config: dict, out: Path) -> str:
     "The policy TRL loads: model.path (expanded), a tiny random model, or a random model of model.architecture."
     from wmrl.adapters.trl_adapter import random_policy, tiny_policy
@@ -133,6 +137,7 @@ def sandbox_limits(config: dict):
     from wmrl.execution.limits import SandboxLimits
     return SandboxLimits.from_settings(**{k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)})
 
+# %% ../../nbs/520_train.ipynb #e9b2ae90
 def build_scorer(config: dict, tasks: dict, world_model=None):
     "The TaskScorer of the run: its world model (built from the config unless given), program reader and sandbox."
     from wmrl.adapters.completions import code_from_completion, menu_program
@@ -212,26 +217,6 @@ def _gpus_in_use() -> int:
     except ImportError:
         return 0
 
-# %% ../../nbs/520_train.ipynb #11c0e818
-def run_training(config: dict, world_model=None) -> dict:
-    "Train one run end to end and write its folder; returns the summary that `cli_train` prints."
-    started = time.perf_counter()
-    out = run_folder(config)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps({**config, "provenance": _provenance()}, indent=2, default=str))
-    from datasets import Dataset
-
-    from wmrl.adapters.trl_adapter import make_wmrl_trainer_class
-    args = grpo_config(config, out / "trainer")
-    model = policy_path(config, out)
-    tasks = build_tasks(config)
-    scorer = build_scorer(config, tasks, world_model)  # the world model is built before TRL's vLLM engine
-    trainer = make_wmrl_trainer_class()(model, args=args, train_dataset=Dataset.from_list(build_dataset_rows(config, tasks)),
-                                        scorer=scorer, corrector=WMRLCorrector(correction_config(config)))
-    trainer.train()
-    wall_s = time.perf_counter() - started
-    return _write_results(config, out, trainer, scorer, wall_s)
-
 # %% ../../nbs/520_train.ipynb #e19111fb
 def _write_results(config: dict, out: Path, trainer, scorer, wall_s: float) -> dict:
     "metrics.json, corrector.json and the summary dict (main process writes; every process returns it)."
@@ -260,6 +245,26 @@ def _json_number(value):
     "json.dumps fallback: numpy scalars to Python numbers."
     return value.item() if hasattr(value, "item") else str(value)
 
+# %% ../../nbs/520_train.ipynb #11c0e818
+def run_training(config: dict, world_model=None) -> dict:
+    "Train one run end to end and write its folder; returns the summary that `cli_train` prints."
+    started = time.perf_counter()
+    out = run_folder(config)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps({**config, "provenance": _provenance()}, indent=2, default=str))
+    from datasets import Dataset
+
+    from wmrl.adapters.trl_adapter import make_wmrl_trainer_class
+    args = grpo_config(config, out / "trainer")
+    model = policy_path(config, out)
+    tasks = build_tasks(config)
+    scorer = build_scorer(config, tasks, world_model)  # the world model is built before TRL's vLLM engine
+    trainer = make_wmrl_trainer_class()(model, args=args, train_dataset=Dataset.from_list(build_dataset_rows(config, tasks)),
+                                        scorer=scorer, corrector=WMRLCorrector(correction_config(config)))
+    trainer.train()
+    wall_s = time.perf_counter() - started
+    return _write_results(config, out, trainer, scorer, wall_s)
+
 # %% ../../nbs/520_train.ipynb #b7a8de05
 def dry_run(config: dict) -> dict:
     "The resolved config, correction config and GRPOConfig (no model, no world model, no sandbox)."
@@ -279,6 +284,7 @@ def dry_run(config: dict) -> dict:
             "groups_per_step": groups, "rows_per_step": groups * args.num_generations,
             "run_dir": str(run_folder(config)), "notes": notes}
 
+# %% ../../nbs/520_train.ipynb #08b5875e
 def _print_plans(config: dict, hardware: list[str]) -> int:
     "--plan: one table per hardware profile on stdout; 0 when every plan fits, 1 otherwise."
     from wmrl.adapters.plan import HARDWARE, format_plan, plan
@@ -293,6 +299,7 @@ def _print_plans(config: dict, hardware: list[str]) -> int:
         print(format_plan(config, results[-1]))
     return 0 if all(r["fits"] for r in results) else 1
 
+# %% ../../nbs/520_train.ipynb #a73db240
 def cli_train(argv: list[str] | None = None) -> int:
     "`wmrl train CONFIG [key=value ...] [--dry-run]`: run WMRL or a baseline through TRL; prints JSON."
     parser = argparse.ArgumentParser(prog="wmrl train", description="Train with WMRL (or a baseline) through TRL.")
