@@ -120,7 +120,7 @@ class _Replay:
         return raw
 
 def job_limits(job: ExecutionJob) -> SandboxLimits:
-    "The job's limits, else the rule `execute` uses: the task's compute budget as wall clock, the rest from settings."
+    "The job's limits, else the rule `execute` uses (`task_limits`: the task's compute budget in CPU-seconds, a wall-clock net, the rest from settings)."
     return task_limits(job.task) if job.limits is None else job.limits
 
 # %% ../../nbs/580_ray_pool.ipynb #0b4320cb
@@ -210,6 +210,7 @@ def _ray_error_text(error: Exception) -> str:
     lines = [line for line in str(error).splitlines() if line.strip()]
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
 
+# %% ../../nbs/580_ray_pool.ipynb #1527ee97
 def _collect(self: RayExecutionPool, reference, job: ExecutionJob, limits: SandboxLimits) -> ExecutionRecord:
     "The graded record of one finished Ray task, or an infra record if the task or its worker failed."
     import ray
