@@ -145,6 +145,23 @@ class AutoResearchRun:
                 self._pool.backend.close()
             self._pool = None
 
+# %% ../../nbs/430_loop.ipynb #4e5b20d6
+def _log_row(self, step, groups, predicted, real, result, statuses, norm) -> dict:
+    "Floats to log: rewards of both streams, the policy's mistake rate on training tasks, stats, cumulative cost."
+    mistake = float(np.mean([self.policy.mistake_probability(phi) for phi in self.train_features]))
+    totals = self.ledger.totals()
+    row = {"step": step, "tasks": [g.task.name for g in groups], "anchor_groups": [g.key for g, a in zip(groups, result.anchor_rows[::len(groups[0].codes)]) if a],
+           "mean_predicted": _nanmean(predicted), "mean_real": _nanmean(real), "mean_trained_reward": _nanmean(result.rewards),
+           "ok_rate_real": statuses.count("ok") / len(statuses) if statuses else math.nan,
+           "mistake_probability": mistake, "grad_norm": float(norm),
+           **{f"cum_{k}": v for k, v in totals.items() if k in ("sandbox_cpu_s", "wm_s", "update_s", "total_compute_s", "n_executions", "n_cache_hits")},
+           **{f"corr_{k}": float(v) for k, v in result.stats.items()}}
+    return row
+
+def _nanmean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
 # %% ../../nbs/430_loop.ipynb #2e325d8b
 def _train_step(self: AutoResearchRun) -> dict:
     "Sample, predict, plan, execute anchors, correct, update, charge; returns the step's log row."
@@ -178,22 +195,6 @@ def _train_step(self: AutoResearchRun) -> dict:
                       "trained_reward": result.rewards, "advantage": result.advantages, "multiplier": result.multipliers}
     return _log_row(self, step, groups, predicted, real, result, statuses, norm)
 
-def _log_row(self, step, groups, predicted, real, result, statuses, norm) -> dict:
-    "Floats to log: rewards of both streams, the policy's mistake rate on training tasks, stats, cumulative cost."
-    mistake = float(np.mean([self.policy.mistake_probability(phi) for phi in self.train_features]))
-    totals = self.ledger.totals()
-    row = {"step": step, "tasks": [g.task.name for g in groups], "anchor_groups": [g.key for g, a in zip(groups, result.anchor_rows[::len(groups[0].codes)]) if a],
-           "mean_predicted": _nanmean(predicted), "mean_real": _nanmean(real), "mean_trained_reward": _nanmean(result.rewards),
-           "ok_rate_real": statuses.count("ok") / len(statuses) if statuses else math.nan,
-           "mistake_probability": mistake, "grad_norm": float(norm),
-           **{f"cum_{k}": v for k, v in totals.items() if k in ("sandbox_cpu_s", "wm_s", "update_s", "total_compute_s", "n_executions", "n_cache_hits")},
-           **{f"corr_{k}": float(v) for k, v in result.stats.items()}}
-    return row
-
-def _nanmean(values) -> float:
-    values = np.asarray(values, dtype=float)
-    return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
-
 AutoResearchRun.train_step = _train_step
 
 # %% ../../nbs/430_loop.ipynb #9f4d1412
@@ -215,6 +216,11 @@ AutoResearchRun.evaluate = _evaluate
 # %% ../../nbs/430_loop.ipynb #1f394e30
 CHECKPOINT = "checkpoint.json"
 
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
 def _state(self: AutoResearchRun) -> dict:
     return {"format": "wmrl.autoresearch.loop/1", "config": self.config.to_dict(), "step": self.step,
             "rng": {"kind": "derived", "seed": self.config.seed, "note": "every draw is seeded by (seed, stream, step)"},
@@ -228,6 +234,9 @@ def _save_checkpoint(self: AutoResearchRun) -> Path:
     self.cache.save()
     return path
 
+AutoResearchRun.save_checkpoint = _save_checkpoint
+
+# %% ../../nbs/430_loop.ipynb #35e766ed
 def _load_checkpoint(self: AutoResearchRun, path=None) -> bool:
     "Restore from out_dir/checkpoint.json if present (config must match); True if restored."
     path = Path(path) if path else self.out_dir / CHECKPOINT
@@ -244,12 +253,7 @@ def _load_checkpoint(self: AutoResearchRun, path=None) -> bool:
     self.step, self.history, self.evals = int(state["step"]), state["history"], state["evals"]
     return True
 
-def _json_default(value):
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
-
-AutoResearchRun.save_checkpoint, AutoResearchRun.load_checkpoint = _save_checkpoint, _load_checkpoint
+AutoResearchRun.load_checkpoint = _load_checkpoint
 
 # %% ../../nbs/430_loop.ipynb #6695ad7f
 def _run(self: AutoResearchRun, stop_after: int | None = None) -> dict:
