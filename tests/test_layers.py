@@ -158,3 +158,10 @@ def test_import_wmrl_stays_light():
 @pytest.mark.parametrize("sub", sorted(set(RANK) - {"cli"}))
 def test_every_layer_has_modules(sub):
     assert any(layer(name) == sub for name in modules()), f"no module in wmrl.{sub}"
+
+
+def test_the_notebook_map_names_every_chapter():
+    "nbs/README.md's map is how a reader finds a module's notebook: a chapter missing from it is a dead end."
+    text = (ROOT / "nbs" / "README.md").read_text()
+    missing = [nb.stem for nb in sorted((ROOT / "nbs").glob("[0-9][0-9][0-9]_*.ipynb")) if f"`{nb.stem}`" not in text]
+    assert not missing, f"nbs/README.md's map lacks {missing}"

@@ -25,7 +25,7 @@ __all__ = ['DEFAULTS', 'FREE_FORM', 'correction_config', 'validate_agent', 'vali
 # %% ../../nbs/521_train_config.ipynb #98d9cc5a
 DEFAULTS = {
     "name": "run",  # run name (folder name part)
-    "method": "wmrl",  # one of wmrl.core.correction.METHODS
+    "method": "wmrl",  # one of wmrl.core.methods.METHODS
     "seed": 0,
     "output_dir": None,  # None: <settings.runs_dir>/train/<name>-<method>-seed<seed>
     "model": {"path": None,  # folder or hub id of the policy (loaded by TRL); ~ and $VARS are expanded

@@ -116,12 +116,12 @@ ComputeLedger.totals, ComputeLedger.cumulative = _totals, _cumulative
 
 # %% ../../nbs/420_ledger.ipynb #1565eed8
 def _state_dict(self: ComputeLedger) -> dict:
-    return {"format": "wmrl.autoresearch.ledger/1", "method": self.method,
+    return {"format": "wmrl.ledger/1", "method": self.method,  # a format id, not a module path
             "rows": {str(step): dict(row) for step, row in sorted(self.rows.items())}}
 
 def _load_state_dict(self: ComputeLedger, state: dict) -> None:
     "Restore from `state_dict()`; refuses another format or a row with unknown fields."
-    if not isinstance(state, dict) or state.get("format") != "wmrl.autoresearch.ledger/1":
+    if not isinstance(state, dict) or state.get("format") != "wmrl.ledger/1":
         raise ValueError("not a ComputeLedger state (format wmrl.autoresearch.ledger/1)")
     rows = {}
     for step, row in state["rows"].items():

@@ -37,7 +37,7 @@ SMALL_RUN_CORRECTION = {"min_pairs": 16, "refit_every": 8, "warmup": 4, "half_li
 @dataclass
 class AutoResearchConfig:
     "One run: method, seed, sizes, tasks, optimiser, evaluation, checkpointing, execution."
-    method: str = "wmrl"                 # one of wmrl.core.correction.METHODS
+    method: str = "wmrl"                 # one of wmrl.core.methods.METHODS
     seed: int = 0
     steps: int = 10                      # training steps
     group_size: int = 8                  # G programs per task per step
@@ -54,7 +54,7 @@ class AutoResearchConfig:
     workers: int = 2                     # sandbox processes at once
     backend: str = ""                    # sandbox backend ('' = settings)
     cache_path: str = ""                 # shared execution cache file ('' = in-memory, per run)
-    timeout_s: float = 0.0               # wall limit per program (0: each task's compute budget)
+    timeout_s: float = 0.0               # CPU-seconds per program, wall net 3x + 5 s (0: the task's budget)
     quality_prior: str = "fitted"        # world model's quality prior: fitted (toy/suite/quality_prior.json), hand, or a path
     world_model: dict = field(default_factory=dict)    # {} = static; a control: {"name": "static+monotone", "B": 0.2} (wmrl.world_model.controls)
     correction: dict = field(default_factory=dict)     # CorrectionConfig overrides (over SMALL_RUN_CORRECTION)
@@ -123,11 +123,11 @@ class AutoResearchRun:
         self.step, self.history, self.evals = 0, [], []
 
     def limits(self):
-        "Sandbox limits of every execution (None: each task's own budget)."
+        "Sandbox limits of every execution: `timeout_s` CPU-seconds, the wall clock only a net (None: the task's own)."
         if not self.config.timeout_s:
             return None
-        from wmrl.execution.limits import SandboxLimits
-        return SandboxLimits.from_settings(wall_s=float(self.config.timeout_s))
+        from wmrl.execution.limits import cpu_budget
+        return cpu_budget(float(self.config.timeout_s))  # a loaded machine makes a program slower, never a timeout
 
     def run_batch(self, jobs):
         "Execute jobs in the sandbox pool (created on first use)."
@@ -222,7 +222,7 @@ def _json_default(value):
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 def _state(self: AutoResearchRun) -> dict:
-    return {"format": "wmrl.autoresearch.loop/1", "config": self.config.to_dict(), "step": self.step,
+    return {"format": "wmrl.autoresearch/1", "config": self.config.to_dict(), "step": self.step,  # a format id, not a module path
             "rng": {"kind": "derived", "seed": self.config.seed, "note": "every draw is seeded by (seed, stream, step)"},
             "policy": self.policy.state_dict(), "corrector": self.corrector.state_dict(),
             "ledger": self.ledger.state_dict(), "history": self.history, "evals": self.evals}
@@ -243,7 +243,7 @@ def _load_checkpoint(self: AutoResearchRun, path=None) -> bool:
     if not path.is_file():
         return False
     state = json.loads(path.read_text())
-    if state.get("format") != "wmrl.autoresearch.loop/1":
+    if state.get("format") != "wmrl.autoresearch/1":
         raise ValueError(f"{path} is not an autoresearch checkpoint")
     if state["config"] != json.loads(json.dumps(self.config.to_dict())):
         raise ValueError(f"{path} was written by a different configuration; use another out_dir")
@@ -282,7 +282,7 @@ def _run(self: AutoResearchRun, stop_after: int | None = None) -> dict:
 def _metrics(self: AutoResearchRun) -> dict:
     "Everything the summary needs: config, per-step log, evaluations, ledger totals and per-step rows."
     final = self.evals[-1] if self.evals else {}
-    return {"format": "wmrl.autoresearch.loop.metrics/1", "config": self.config.to_dict(), "steps_done": self.step,
+    return {"format": "wmrl.autoresearch.metrics/1", "config": self.config.to_dict(), "steps_done": self.step,
             "history": self.history, "evals": self.evals, "ledger": self.ledger.state_dict(),
             "totals": self.ledger.totals(), "final_heldout_percentile": final.get("heldout_percentile", math.nan),
             "final_per_category": final.get("per_category", {}),

@@ -298,7 +298,7 @@ WMRLCorrector.correct = _correct
 # %% ../../nbs/150_correction.ipynb #1bf2cdaa
 def _state_dict(self: WMRLCorrector) -> dict:
     "JSON-serialisable state of the whole step (configuration included)."
-    return {"format": "wmrl.core.correction/1", "config": self.config.to_dict(), "n_steps": self.n_steps,
+    return {"format": "wmrl.correction/1", "config": self.config.to_dict(), "n_steps": self.n_steps,  # a format id, not a module path
             "scheduler": self.scheduler.state_dict(),
             "debiaser": None if self.debiaser is None else self.debiaser.state_dict(),
             "denoiser": None if self.denoiser is None else self.denoiser.state_dict(),
@@ -309,7 +309,7 @@ def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
     missing = {"format", "config", "n_steps", "scheduler", "debiaser", "denoiser"} - set(state)
     if missing:
         raise ValueError(f"correction state is missing {sorted(missing)}")
-    if state["format"] != "wmrl.core.correction/1":
+    if state["format"] != "wmrl.correction/1":
         raise ValueError(f"unknown correction state format {state['format']!r}")
     self.__init__(CorrectionConfig.from_dict(state["config"]))
     self.scheduler.load_state_dict(state["scheduler"])

@@ -269,7 +269,7 @@ FittedQualityPrior.quality_for = _quality_for
 # %% ../../nbs/360_prior.ipynb #33f13773
 def _content(self) -> dict:
     cells = lambda table: {k: v.to_list() for k, v in table.items()}
-    return {"version": self.version, "kind": "wmrl.world_model.prior.FittedQualityPrior", "seeds": list(self.seeds),
+    return {"version": self.version, "kind": "wmrl.wm_prior.FittedQualityPrior", "seeds": list(self.seeds),  # a format id, not a module path
             "strength": self.strength, "tasks": [list(t) for t in self.tasks], "global": self.global_cell.to_list(),
             "families": cells(self.families), "categories": cells(self.categories), "settings": cells(self.settings)}
 
@@ -302,7 +302,7 @@ def verify_training_tasks(tasks, strict: bool = False) -> None:
 def _from_dict(cls, data: Mapping, strict: bool = False) -> FittedQualityPrior:
     "Load and verify a prior written by `to_dict` (hash, version, training tasks only)."
     if not isinstance(data, Mapping): raise TypeError(f"a prior is a JSON object, got {type(data).__name__}")
-    if data.get("kind") != "wmrl.world_model.prior.FittedQualityPrior" or data.get("version") != PRIOR_VERSION:
+    if data.get("kind") != "wmrl.wm_prior.FittedQualityPrior" or data.get("version") != PRIOR_VERSION:
         raise ValueError(f"not a version-{PRIOR_VERSION} FittedQualityPrior (kind {data.get('kind')!r}, version {data.get('version')!r})")
     if missing := sorted({"tasks", "seeds", "strength", "global", "families", "categories", "settings", "content_hash"} - set(data)):
         raise ValueError(f"the prior JSON lacks {missing}")

@@ -139,7 +139,7 @@ def build_prefix(task, code: str, versions: dict | None = None, max_description_
     return "\n".join([
         f"=== TASK: {view.name} ===", view.description.strip()[:max_description_chars],
         f"Metric: {view.metric} ({'higher' if view.higher_is_better else 'lower'} is better). Compute budget: "
-        f"{view.compute_budget_s:g} s wall clock. Submission columns: {', '.join((view.id_column, *view.target_columns))}.",
+        f"{view.compute_budget_s:g} CPU-seconds (the wall clock is only a safety net). Submission columns: {', '.join((view.id_column, *view.target_columns))}.",
         "=== DATA (files in DATA_DIR; the solution must write os.environ['SUBMISSION_PATH']) ===", *data_lines,
         "=== INSTALLED VERSIONS ===", ", ".join(f"{k} {v}" for k, v in versions.items()),
         "=== SOLUTION (solution.py; line numbers are 1-indexed) ===", shown_code(code, max_code_chars), ""])

@@ -87,7 +87,7 @@ def analyse(task, code: str) -> State:
     if state.cost_s > view.compute_budget_s:
         shown = "an endless loop" if math.isinf(state.cost_s) else f"about {state.cost_s:.0f} s"
         state.findings.append(Finding("compute_budget", "TimeoutError", 0,
-                              f"killed at the wall-clock limit of {view.compute_budget_s:g} s (estimated {shown})", 0.8))
+                              f"stopped at its compute budget of {view.compute_budget_s:g} CPU-s (estimated {shown})", 0.8))
     return state
 
 # %% ../../nbs/330_static.ipynb #502ed53b
