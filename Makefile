@@ -70,18 +70,17 @@ reproduce: setup
 	@echo "  AutoResearch:  $(OUT)/autoresearch/results.md, $(OUT)/autoresearch/summary.json and figures"
 
 ## test: notebooks clean and exported, notebook tests, lint, then pytest (its closing line is the count CI reads)
-# `make docs` runs meanwhile at nice 10 on the core pytest leaves idle; tests/test_docs_browser.py reads that site.
-TEST_DOCS ?= $(CURDIR)/docs/_build_test
+# pytest runs one file per worker on every core (one process alone used 0.7 of the 2 cores: 18 min against 12);
+# tests/conftest.py hands out the longest files first.
+PYTEST_WORKERS ?= 2
 test: setup
 	$(BIN)/nbdev-clean
 	@test -z "$$(git status --porcelain -- nbs)" || { git status --short -- nbs; echo "nbs/ not clean: run nbdev-clean and commit"; exit 1; }
 	$(BIN)/nbdev-export
 	@test -z "$$(git status --porcelain -- wmrl)" || { git status --short -- wmrl; echo "wmrl/ differs from nbs/: never edit wmrl/ by hand; run nbdev-export and commit"; exit 1; }
-	@rm -rf $(TEST_DOCS) && mkdir -p $(TEST_DOCS) && echo "make docs: built in the background at nice 10 into $(TEST_DOCS) for the browser test"
-	@(nice -n 10 $(MAKE) -s docs DOCS_OUT=$(TEST_DOCS)/site DOCS_WORKERS=1 > $(TEST_DOCS)/log 2>&1; echo $$? > $(TEST_DOCS)/rc) &
 	$(BIN)/nbdev-test --n-workers 2 --timing
 	$(BIN)/ruff check wmrl tests reproductions docs
-	rc=0; WMRL_DOCS_BUILD=$(TEST_DOCS) $(PY) -m pytest -q --durations=15 tests || rc=$$?; \
+	rc=0; $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 ## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index)

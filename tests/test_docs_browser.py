@@ -1,17 +1,14 @@
 """What a reader meets first, in a real browser: the built docs show figures without running anything, and a
 notebook from nbs/ opens in JupyterLab with its kernel, no "Select Kernel" dialog.
 
-`make docs` builds the site from the repository as it is (the teaching chapters executed by nbdev's engine; `make
-test` builds it in the background and passes its folder in $WMRL_DOCS_BUILD, otherwise this test builds it); the
+`make docs` builds the site from the repository as it is (the teaching chapters executed by nbdev's engine); the
 pages are served on 127.0.0.1 and opened in Debian chromium through Playwright. Screenshots land in
 $WMRL_BROWSER_SHOTS when it is set (docs/screenshots/ holds the committed ones). Skips loudly without chromium.
 """
 import json
-import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -30,22 +27,8 @@ def test_every_notebook_is_valid_and_names_its_kernel():
         assert kernel.get("name") == "python3", f"{path.relative_to(ROOT)} names no python3 kernel: {kernel}"
 
 
-def prebuilt_site(folder: Path, timeout_s: float = 1800.0) -> Path:
-    "The site `make test` builds in the background (`rc` appears when it is done): wait for it, fail on its error."
-    deadline = time.monotonic() + timeout_s
-    while not (folder / "rc").is_file() or not (folder / "rc").read_text().strip():
-        assert time.monotonic() < deadline, f"the background `make docs` wrote no {folder / 'rc'} in {timeout_s:.0f} s"
-        time.sleep(2)
-    log = (folder / "log").read_text() if (folder / "log").is_file() else ""
-    assert (folder / "rc").read_text().strip() == "0", f"make docs failed:\n{log[-3000:]}"
-    return folder / "site"
-
-
 @pytest.fixture(scope="module")
 def site():
-    if os.environ.get("WMRL_DOCS_BUILD"):  # set by `make test`
-        yield prebuilt_site(Path(os.environ["WMRL_DOCS_BUILD"]))
-        return
     out = Path(tempfile.mkdtemp(prefix="wmrl-docs-"))
     try:
         done = subprocess.run(["make", "-s", "docs", f"DOCS_OUT={out}"], cwd=ROOT, capture_output=True, text=True,

@@ -42,10 +42,16 @@ def backend(request):
         made.close()
 
 
+def spinner() -> subprocess.Popen:
+    """A busy loop in a session of its own: with the kernel's autogroup scheduling (on by default), the sandbox job,
+    which starts its own session, would otherwise get a fair share against all our spinners together, not each."""
+    return subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+
+
 @pytest.fixture
 def loaded_cores():
     "Busy loops on every core (and one more), at the tests' own priority, for as long as the test runs."
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range((os.cpu_count() or 1) + 2)]
+    spinners = [spinner() for _ in range((os.cpu_count() or 1) + 2)]
     yield len(spinners)
     for proc in spinners:
         proc.kill()
@@ -77,7 +83,7 @@ def test_load_does_not_change_the_status(task, backend):
     "The same 1.3 CPU-s job on a 2 CPU-s budget: ok on an idle machine and ok with every core busy."
     limits = cpu_budget(2, memory_mb=1024)
     idle = execute(task, WORK, backend=backend, limits=limits)
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2 * (os.cpu_count() or 1) + 2)]
+    spinners = [spinner() for _ in range(2 * (os.cpu_count() or 1) + 2)]
     try:
         loaded = execute(task, WORK, backend=backend, limits=limits)
     finally:

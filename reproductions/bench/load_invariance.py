@@ -1,0 +1,85 @@
+"""Does the AutoResearch grid give the same held-out scores on an idle machine and under load?
+
+Runs `wmrl reproduce autoresearch --size quick` twice into fresh folders (fresh execution caches): once as the
+machine is, once with N busy loops saturating the cores. Programs are budgeted in CPU-seconds with the wall clock as
+a safety net only (`wmrl.execution.limits.cpu_budget`), so a loaded machine should make programs slower, never turn
+an `ok` into a `timeout`: every held-out score, every learning-curve point and every execution status must agree.
+Writes one JSON file with both conditions' wall times, load averages, scores and any difference.
+
+    python reproductions/bench/load_invariance.py [--busy 4] [--out reproductions/results/load_invariance]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+WMRL = Path(sys.executable).with_name("wmrl")
+
+
+def run_grid(out: Path, busy: int) -> dict:
+    "One quick grid into `out`, with `busy` CPU-burning processes alongside; its scores, statuses and timings."
+    # each busy loop in its own session: under autogroup scheduling a sandbox job (its own session) would otherwise
+    # get a fair share against all the loops together
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(busy)]
+    try:
+        time.sleep(2 if busy else 0)
+        load_before, start = os.getloadavg()[0], time.monotonic()
+        done = subprocess.run([str(WMRL), "reproduce", "autoresearch", "--size", "quick", "--out", str(out),
+                               "--no-progress"], cwd=REPO, capture_output=True, text=True)
+        wall, load_after = time.monotonic() - start, os.getloadavg()[0]
+    finally:
+        for loop in loops:
+            loop.kill()
+    if done.returncode != 0:
+        sys.exit(f"load_invariance: the grid failed (busy={busy}):\n{done.stderr[-2000:]}")
+    runs = {}
+    for path in sorted(out.glob("*/metrics.json")):
+        metrics = json.loads(path.read_text())
+        runs[path.parent.name] = {"final": metrics["final_heldout_percentile"], "evals": metrics["evals"]}
+    cache = json.loads((out / "execution_cache.json").read_text()) if (out / "execution_cache.json").is_file() else {}
+    records = cache.get("records", cache)
+    statuses = {key: value.get("status") for key, value in records.items() if isinstance(value, dict)}
+    return {"busy_loops": busy, "wall_s": round(wall, 1), "load_1min": [round(load_before, 1), round(load_after, 1)],
+            "runs": runs, "statuses": statuses}
+
+
+def compare(idle: dict, loaded: dict) -> dict:
+    "Largest score difference and every execution whose status differs between the two conditions."
+    diffs = [abs(a - b) for name in idle["runs"] for a, b in
+             [(idle["runs"][name]["final"], loaded["runs"].get(name, {}).get("final", math.nan))]]
+    curve = [abs(x - y) for name in idle["runs"] for p, q in zip(idle["runs"][name]["evals"],
+             loaded["runs"].get(name, {}).get("evals", [])) for x, y in zip(p[1:], q[1:])]
+    status = {k: [v, loaded["statuses"].get(k)] for k, v in idle["statuses"].items() if loaded["statuses"].get(k) != v}
+    return {"runs": sorted(idle["runs"]), "max_final_diff": max(diffs) if diffs else math.nan,
+            "max_curve_diff": max(curve) if curve else math.nan, "status_differences": status,
+            "executions_compared": len(idle["statuses"]),
+            "identical": bool(diffs) and max(diffs) == 0 and (not curve or max(curve) == 0) and not status}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--busy", type=int, default=4, help="busy loops during the loaded run (default 4: 2x the cores)")
+    parser.add_argument("--out", type=Path, default=REPO / "reproductions" / "results" / "load_invariance")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="wmrl-load-") as scratch:
+        idle = run_grid(Path(scratch) / "idle", 0)
+        loaded = run_grid(Path(scratch) / "loaded", args.busy)
+    result = {"command": "python reproductions/bench/load_invariance.py " + " ".join(argv or sys.argv[1:]),
+              "cpus": os.cpu_count(), "idle": idle, "loaded": loaded, "comparison": compare(idle, loaded)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "quick.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(json.dumps({k: result[k] for k in ("comparison",)} | {"wall_s": [idle["wall_s"], loaded["wall_s"]],
+                     "load": [idle["load_1min"], loaded["load_1min"]]}, indent=1))
+    return 0 if result["comparison"]["identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
