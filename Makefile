@@ -71,7 +71,8 @@ reproduce: setup
 
 ## test: notebooks clean and exported, notebook tests, lint, then pytest (its closing line is the count CI reads)
 # pytest runs one file per worker on every core (one process alone used 0.7 of the 2 cores: 18 min against 12);
-# tests/conftest.py hands out the longest files first.
+# tests/conftest.py hands out the longest files first (--no-loadscope-reorder: xdist would put the files with the
+# most tests first, which left the two slowest files, of two tests each, running alone at the end).
 PYTEST_WORKERS ?= 2
 test: setup
 	$(BIN)/nbdev-clean
@@ -80,7 +81,7 @@ test: setup
 	@test -z "$$(git status --porcelain -- wmrl)" || { git status --short -- wmrl; echo "wmrl/ differs from nbs/: never edit wmrl/ by hand; run nbdev-export and commit"; exit 1; }
 	$(BIN)/nbdev-test --n-workers 2 --timing
 	$(BIN)/ruff check wmrl tests reproductions docs
-	rc=0; $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests || rc=$$?; \
+	rc=0; $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 ## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index)
