@@ -51,12 +51,18 @@ def run_grid(out: Path, busy: int) -> dict:
             "runs": runs, "statuses": statuses}
 
 
+def _points(entry) -> list[float]:
+    "The numbers of one evaluation entry (a dict of step, score, ... or a list)."
+    values = [v for _, v in sorted(entry.items())] if isinstance(entry, dict) else list(entry)
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
 def compare(idle: dict, loaded: dict) -> dict:
     "Largest score difference and every execution whose status differs between the two conditions."
     diffs = [abs(a - b) for name in idle["runs"] for a, b in
              [(idle["runs"][name]["final"], loaded["runs"].get(name, {}).get("final", math.nan))]]
     curve = [abs(x - y) for name in idle["runs"] for p, q in zip(idle["runs"][name]["evals"],
-             loaded["runs"].get(name, {}).get("evals", [])) for x, y in zip(p[1:], q[1:])]
+             loaded["runs"].get(name, {}).get("evals", [])) for x, y in zip(_points(p), _points(q))]
     status = {k: [v, loaded["statuses"].get(k)] for k, v in idle["statuses"].items() if loaded["statuses"].get(k) != v}
     return {"runs": sorted(idle["runs"]), "max_final_diff": max(diffs) if diffs else math.nan,
             "max_curve_diff": max(curve) if curve else math.nan, "status_differences": status,
@@ -69,12 +75,14 @@ def main(argv=None) -> int:
     parser.add_argument("--busy", type=int, default=4, help="busy loops during the loaded run (default 4: 2x the cores)")
     parser.add_argument("--out", type=Path, default=REPO / "reproductions" / "results" / "load_invariance")
     args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wmrl-load-") as scratch:
         idle = run_grid(Path(scratch) / "idle", 0)
+        (args.out / "quick_idle.json").write_text(json.dumps(idle, indent=1, sort_keys=True) + "\n")  # kept if later fails
         loaded = run_grid(Path(scratch) / "loaded", args.busy)
+        (args.out / "quick_loaded.json").write_text(json.dumps(loaded, indent=1, sort_keys=True) + "\n")
     result = {"command": "python reproductions/bench/load_invariance.py " + " ".join(argv or sys.argv[1:]),
               "cpus": os.cpu_count(), "idle": idle, "loaded": loaded, "comparison": compare(idle, loaded)}
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quick.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: result[k] for k in ("comparison",)} | {"wall_s": [idle["wall_s"], loaded["wall_s"]],
                      "load": [idle["load_1min"], loaded["load_1min"]]}, indent=1))
