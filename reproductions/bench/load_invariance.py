@@ -59,15 +59,16 @@ def _points(entry) -> list[float]:
 
 def compare(idle: dict, loaded: dict) -> dict:
     "Largest score difference and every execution whose status differs between the two conditions."
-    diffs = [abs(a - b) for name in idle["runs"] for a, b in
-             [(idle["runs"][name]["final"], loaded["runs"].get(name, {}).get("final", math.nan))]]
-    curve = [abs(x - y) for name in idle["runs"] for p, q in zip(idle["runs"][name]["evals"],
-             loaded["runs"].get(name, {}).get("evals", [])) for x, y in zip(_points(p), _points(q))]
+    finals, curve = [], []
+    for name, run in idle["runs"].items():
+        other = loaded["runs"].get(name, {"final": math.nan, "evals": []})
+        finals.append(abs(run["final"] - other["final"]))
+        curve += [abs(x - y) for p, q in zip(run["evals"], other["evals"]) for x, y in zip(_points(p), _points(q))]
     status = {k: [v, loaded["statuses"].get(k)] for k, v in idle["statuses"].items() if loaded["statuses"].get(k) != v}
-    return {"runs": sorted(idle["runs"]), "max_final_diff": max(diffs) if diffs else math.nan,
-            "max_curve_diff": max(curve) if curve else math.nan, "status_differences": status,
+    return {"runs": sorted(idle["runs"]), "max_final_diff": max(finals, default=math.nan),
+            "max_curve_diff": max(curve, default=math.nan), "status_differences": status,
             "executions_compared": len(idle["statuses"]),
-            "identical": bool(diffs) and max(diffs) == 0 and (not curve or max(curve) == 0) and not status}
+            "identical": bool(finals) and max(finals) == 0 and max(curve, default=0) == 0 and not status}
 
 
 def main(argv=None) -> int:
