@@ -54,7 +54,7 @@ class AutoResearchConfig:
     workers: int = 2                     # sandbox processes at once
     backend: str = ""                    # sandbox backend ('' = settings)
     cache_path: str = ""                 # shared execution cache file ('' = in-memory, per run)
-    timeout_s: float = 0.0               # CPU-seconds per program, wall net 3x + 5 s (0: the task's budget)
+    timeout_s: float = 0.0               # CPU-seconds per program, wall net 10x + 10 s (0: the task's budget)
     quality_prior: str = "fitted"        # world model's quality prior: fitted (toy/suite/quality_prior.json), hand, or a path
     world_model: dict = field(default_factory=dict)    # {} = static; a control: {"name": "static+monotone", "B": 0.2} (wmrl.world_model.controls)
     correction: dict = field(default_factory=dict)     # CorrectionConfig overrides (over SMALL_RUN_CORRECTION)

@@ -52,7 +52,7 @@ class SandboxLimits:
         return cls(**values)
 
 # %% ../../nbs/241_limits.ipynb #13fc8615
-WALL_NET = (3.0, 5.0)  # the wall-clock safety net of a CPU budget c: 3 c + 5 s
+WALL_NET = (10.0, 10.0)  # the wall-clock safety net of a CPU budget c: 10 c + 10 s
 
 def cpu_budget(cpu_s: float, **overrides) -> SandboxLimits:
     """Limits for `cpu_s` CPU-seconds of compute, with the wall clock only as a safety net (`WALL_NET`), the rest
