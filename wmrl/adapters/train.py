@@ -130,12 +130,15 @@ def policy_path(config: dict, out: Path) -> str:
 
 # %% ../../nbs/520_train.ipynb #9ef8e468
 def sandbox_limits(config: dict):
-    "SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini)."
+    """SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini). `cpu_s` budgets a
+    program in CPU-seconds with only a wall-clock net (`cpu_budget`), so its reward does not depend on the load of
+    the box; `wall_s` alone is a plain wall clock (the official release's `sandbox_exec_cap_s`)."""
     sandbox = config["sandbox"]
-    if not (sandbox.get("wall_s") or sandbox.get("memory_mb")):
-        return None
-    from wmrl.execution.limits import SandboxLimits
-    return SandboxLimits.from_settings(**{k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)})
+    given = {k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)}
+    from wmrl.execution.limits import SandboxLimits, cpu_budget
+    if sandbox.get("cpu_s"):
+        return cpu_budget(float(sandbox["cpu_s"]), **given)
+    return SandboxLimits.from_settings(**given) if given else None
 
 # %% ../../nbs/520_train.ipynb #e9b2ae90
 def build_scorer(config: dict, tasks: dict, world_model=None):

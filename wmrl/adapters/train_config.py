@@ -56,6 +56,7 @@ DEFAULTS = {
                     "model": None,  # None: the policy's model.path (the same frozen backbone)
                     "options": {}},  # keyword arguments of the backend's constructor
     "sandbox": {"backend": None,  # None: settings.ini (auto = bwrap, else subprocess)
+                "cpu_s": None,  # CPU-seconds per program (RLIMIT_CPU) with a 10x wall net: load-independent rewards
                 "wall_s": None, "memory_mb": None,  # None: the task's budget / settings.ini
                 "workers": 4,  # parallel executions per process
                 "ray": None},  # RayExecutionPool kwargs (address, num_cpus, memory_mb, task_data, ...): fan out over Ray
