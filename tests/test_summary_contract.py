@@ -75,3 +75,30 @@ def test_a_grid_mixing_world_models_is_refused(grid):
     write_run(grid, "debias_only", 0, [0, 10], [0, 40], [20, 40], world_model={"name": "static+monotone", "B": 0.2})
     with pytest.raises(ValueError, match="share a world model"):
         summarize(grid)
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred")  # synthetic seeds whose differences are all alike
+def test_the_decisive_report_pairs_update_norms_by_seed(grid, tmp_path_factory):
+    "reproductions/bench/decisive_report.py on the synthetic grid: pure_wm's updates are about twice as large, seed by seed."
+    import importlib.util
+    from pathlib import Path
+    for path in grid.glob("pure_wm__seed*/metrics.json"):
+        metrics = json.loads(path.read_text())
+        for row in metrics["history"]:
+            row["grad_norm"] *= 2.0 + 0.05 * metrics["config"]["seed"]
+        path.write_text(json.dumps(metrics))
+    (grid / "summary.json").write_text(json.dumps(summarize(grid)))
+    script = Path(__file__).resolve().parents[1] / "reproductions" / "bench" / "decisive_report.py"
+    spec = importlib.util.spec_from_file_location("decisive_report", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("report")
+    assert module.main(["--grid", f"static={grid}", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())[0]
+    update = report["contrasts"]["mixed_uncorrected-pure_wm"]["update_norm_mean"]
+    assert update["seeds"] == [0, 1, 2, 3, 4] and update["ci_high"] < 0 < update["second"] - update["first"]
+    assert abs(update["mean"] + 1.45 * 1.1) < 1e-9  # steps 0..9: mean norm 1.45, pure_wm's (2 + 0.05 seed)x as large
+    assert "wmrl-anchors_only" not in report["contrasts"]  # a contrast the grid cannot form is left out, not zero
+    assert (out / "contrasts.png").stat().st_size > 10_000 and "| static |" in (out / "report.md").read_text()
+    with pytest.raises(SystemExit, match="NAME=DIR"):
+        module.main(["--grid", "static"])

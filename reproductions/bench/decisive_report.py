@@ -1,0 +1,152 @@
+"""Every AutoResearch grid of the decisive experiment in one report: the pre-registered paired contrasts of each grid
+(held-out score), what each correction did to the update (the gradient norm, its mean and its spread over the steps
+of a seed, paired by seed), the adaptive row, and compute at equal score with its sweep of targets.
+
+Reads finished grid folders (`wmrl reproduce autoresearch --grid ... --out DIR`: one `<method>__seed<k>/metrics.json`
+per run and the grid's `summary.json`); writes report.json, report.md and contrasts.png into --out.
+
+    python reproductions/bench/decisive_report.py --grid static=DIR --grid monotone_group=DIR ... [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from wmrl.autoresearch.summary import CONTRASTS, load_runs
+from wmrl.core.paired import paired_contrast
+
+
+def update_stats(runs: list[dict]) -> dict[int, dict]:
+    "Per seed: the mean gradient norm of its training steps and their sd over steps (the update's step-to-step spread)."
+    stats = {}
+    for run in runs:
+        norms = np.array([h.get("grad_norm", math.nan) for h in run["history"]], dtype=float)
+        norms = norms[np.isfinite(norms)]
+        stats[int(run["config"]["seed"])] = {"mean": float(norms.mean()) if norms.size else math.nan,
+                                             "sd": float(norms.std(ddof=1)) if norms.size > 1 else math.nan}
+    return stats
+
+
+def grid_report(name: str, folder: Path) -> dict:
+    "One grid: its world model and scaling, per-method scores, the contrasts, and the paired update contrasts."
+    summary = json.loads((folder / "summary.json").read_text())
+    runs = load_runs(folder)
+    if not runs:
+        sys.exit(f"decisive_report: no finished runs under {folder}")
+    first = next(iter(runs.values()))[0]["config"]
+    updates = {method: update_stats(rs) for method, rs in runs.items()}
+    contrasts = {}
+    for contrast, (a, b) in CONTRASTS.items():
+        entry = summary["contrasts"].get(contrast, {})
+        if not entry.get("seeds"):
+            continue
+        contrasts[contrast] = dict(entry)
+        for field in ("mean", "sd"):
+            left = {s: v[field] for s, v in updates[a].items()}
+            right = {s: v[field] for s, v in updates[b].items()}
+            contrasts[contrast][f"update_norm_{field}"] = {
+                "first": float(np.nanmean(list(left.values()))), "second": float(np.nanmean(list(right.values()))),
+                **paired_contrast(left, right)}
+    return {"grid": name, "world_model": summary["world_model"],
+            "scale": (first.get("correction") or {}).get("scale", "group"), "contrast_step": summary["contrast_step"],
+            "methods": {m: {k: v[k] for k in ("heldout_percentile_mean", "heldout_percentile_std", "seeds",
+                                               "sandbox_seconds", "anchor_groups_per_run", "anchor_weight_mean",
+                                               "s2_out_of_sample_mean")} for m, v in summary["methods"].items()},
+            "contrasts": contrasts, "equal_score": summary.get("equal_score"),
+            "ratio_vs_target": summary.get("ratio_vs_target")}
+
+
+def _ci(entry: dict, digits: int = 2) -> str:
+    fmt = f"{{:+.{digits}f}}"
+    return f"{fmt.format(entry['mean'])} [{fmt.format(entry['ci_low'])}, {fmt.format(entry['ci_high'])}]"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else "—"
+
+
+def markdown(reports: list[dict]) -> str:
+    "The contrasts of every grid, then the update contrasts, then equal score."
+    lines = ["| grid | world model | scaling | contrast (first − second) | seeds | held-out points [95% CI] | p |",
+             "|---|---|---|---|---:|---|---:|"]
+    for r in reports:
+        for name, c in r["contrasts"].items():
+            lines.append(f"| {r['grid']} | {r['world_model']} | {r['scale']} | {name} | {len(c['seeds'])} | {_ci(c)} | "
+                         f"{c['p']:.3f} |")
+    lines += ["", "| grid | contrast | update norm, first / second | paired difference [95% CI] | "
+              "spread over steps, first / second | paired difference [95% CI] |", "|---|---|---|---|---|---|"]
+    for r in reports:
+        for name, c in r["contrasts"].items():
+            m, s = c["update_norm_mean"], c["update_norm_sd"]
+            lines.append(f"| {r['grid']} | {name} | {m['first']:.3f} / {m['second']:.3f} | {_ci(m, 3)} | "
+                         f"{s['first']:.3f} / {s['second']:.3f} | {_ci(s, 3)} |")
+    for r in reports:
+        head = r.get("equal_score") or {}
+        if not head or not r.get("ratio_vs_target"):
+            continue
+        lines += ["", f"Equal score ({r['grid']}): target {head['target']:.1f} (grpo_real's final score); sandbox "
+                  f"ratio {_ratio(head['sandbox_ratio'])} [{head['sandbox_ci_low']:.2f}, {head['sandbox_ci_high']:.2f}], "
+                  f"total {_ratio(head['total_ratio'])} [{head['total_ci_low']:.2f}, {head['total_ci_high']:.2f}]"
+                  + (f" ({head['why_sandbox_ratio']})" if head.get("why_sandbox_ratio") else ""), "",
+                  "| fraction of grpo_real's gain | target | sandbox CPU-s ratio [95% CI] | total compute ratio [95% CI] |",
+                  "|---:|---:|---|---|"]
+        for row in r["ratio_vs_target"]:
+            lines.append(f"| {row['fraction']:.2f} | {row['target']:.1f} | {_ratio(row['sandbox_ratio'])} "
+                         f"[{row['sandbox_ci_low']:.2f}, {row['sandbox_ci_high']:.2f}] | {_ratio(row['total_ratio'])} "
+                         f"[{row['total_ci_low']:.2f}, {row['total_ci_high']:.2f}] |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(reports: list[dict], path: Path) -> None:
+    "Left: every contrast with its CI. Right: the compute ratio against the target, with its CI band."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from wmrl.core.paired import plot_ratio_vs_target
+    rows = [(f"{r['grid']}: {name}", c) for r in reports for name, c in r["contrasts"].items()]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 0.35 * len(rows) + 2), gridspec_kw={"width_ratios": [1.4, 1]})
+    means = np.array([c["mean"] for _, c in rows])
+    errors = np.array([[c["mean"] - c["ci_low"], c["ci_high"] - c["mean"]] for _, c in rows]).T
+    axes[0].errorbar(means, range(len(rows)), xerr=errors, fmt="o", capsize=3)
+    axes[0].axvline(0, color="gray", ls=":")
+    axes[0].set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
+    axes[0].invert_yaxis()
+    axes[0].set(xlabel="paired difference, held-out percentile points (95% CI)", title="contrasts, seed by seed")
+    for r in reports:
+        if r.get("ratio_vs_target"):
+            sweep = r["ratio_vs_target"]
+            for field, label in (("sandbox", "sandbox CPU-s"), ("total", "total compute")):
+                plot_ratio_vs_target([{"target": s["target"], "ratio": s[f"{field}_ratio"], "ci_low": s[f"{field}_ci_low"],
+                                       "ci_high": s[f"{field}_ci_high"]} for s in sweep], axes[1],
+                                     label=f"{r['grid']}: {label}", goal=4.0 if field == "sandbox" else None)
+    axes[1].set_title("grpo_real / wmrl compute at equal held-out score")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--grid", action="append", required=True, metavar="NAME=DIR", help="a finished grid folder")
+    parser.add_argument("--out", type=Path, default=Path("reproductions/results/autoresearch_decisive"))
+    args = parser.parse_args(argv)
+    pairs = [g.split("=", 1) for g in args.grid]
+    if any(len(p) != 2 or not Path(p[1]).is_dir() for p in pairs):
+        sys.exit(f"decisive_report: each --grid must be NAME=DIR with DIR a grid folder, got {args.grid}")
+    reports = [grid_report(name, Path(folder)) for name, folder in pairs]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(reports, indent=1) + "\n")
+    (args.out / "report.md").write_text(markdown(reports))
+    plot(reports, args.out / "contrasts.png")
+    print(markdown(reports))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
