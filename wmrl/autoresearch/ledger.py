@@ -185,10 +185,18 @@ class ExecutionCache:
         self.unsaved += 1
 
     def save(self) -> None:
-        "Write the file (atomically) if anything was added since the last write."
-        if self.path is not None and self.unsaved:
+        """Write the file (atomically) if anything was added since the last write, merged under a lock file with what
+        other runs saved meanwhile: runs of one grid that go in parallel then lose none of each other's executions."""
+        if self.path is None or not self.unsaved:
+            return
+        import fcntl
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if self.path.is_file():
+                self.entries = {**json.loads(self.path.read_text()), **self.entries}
             _atomic_write_text(self.path, json.dumps(self.entries))
-            self.unsaved = 0
+        self.unsaved = 0
 
     def __len__(self) -> int: return len(self.entries)
 

@@ -22,12 +22,12 @@ from ..core.settings import did_you_mean, read_yaml
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'BENCHMARK_KINDS', 'RunSpec',
            'expand_grid', 'load_grid', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config',
-           'execute_run', 'run_grid', 'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch',
-           'cli_reproduce_benchmark', 'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
+           'execute_run', 'run_specs', 'run_grid', 'estimate_grid_seconds', 'run_grid_cli',
+           'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../../nbs/440_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
-             "method_overrides", "size_note"}
+             "method_overrides", "size_note", "parallel_runs"}
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -155,6 +155,30 @@ def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False,
     return {"name": spec.name, "status": "resumed" if status == "partial" else "ran",
             "seconds": round(time.perf_counter() - start, 2)}
 
+# %% ../../nbs/440_runner.ipynb #c5989603
+def run_specs(specs, out_dir, template, resolver=None, parallel: int = 1, done=lambda: None) -> list[dict]:
+    """`execute_run` for every spec, in order, or `parallel` at a time in separate processes: one run alone leaves
+    part of the cores idle (its kernel start, world model and update are serial), and the runs of a grid share
+    nothing but the execution cache, whose saves merge. The reports come back in the specs' order."""
+    if parallel < 1:
+        raise ValueError(f"parallel_runs must be >= 1, got {parallel}")
+    if parallel == 1:
+        return [(execute_run(spec, out_dir, template, resolver=resolver), done())[0] for spec in specs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from wmrl.autoresearch import runner  # importable names: a spawned worker cannot see a notebook's __main__
+    with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(runner.execute_run, runner.RunSpec(spec.name, dict(spec.params)), out_dir, template,
+                               resolver=resolver) for spec in specs]
+        for future in futures:
+            future.add_done_callback(lambda _: done())
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+
 # %% ../../nbs/440_runner.ipynb #7888ecd7
 def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     "Run every RunSpec of the grid into out_dir, then the summary notebook; returns a report."
@@ -167,9 +191,9 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
         from wmrl.autoresearch.steps import resolve_tasks
         resolve_tasks(grid["tasks"], grid.get("base", {}).get("suite_dir", ""))  # build once, cached
     template = repo_root() / (grid.get("template") or "reproductions/autoresearch.ipynb")
-    report = []
-    for spec in tqdm(specs, desc=f"runs of {grid.get('name', 'grid')}", disable=not progress):
-        report.append(execute_run(spec, out_dir, template, resolver=grid.get("resolver")))
+    bar = tqdm(total=len(specs), desc=f"runs of {grid.get('name', 'grid')}", disable=not progress)
+    report = run_specs(specs, out_dir, template, grid.get("resolver"), int(grid.get("parallel_runs", 1)), bar.update)
+    bar.close()
     summary_template = repo_root() / (grid.get("summary_template") or "reproductions/autoresearch_summary.ipynb")
     papermill.execute_notebook(str(summary_template), str(out_dir / summary_template.name),
                                parameters={"runs_dir": str(out_dir)}, progress_bar=False, cwd=str(out_dir))
