@@ -2,16 +2,19 @@
 (held-out score), what each correction did to the update (the gradient norm, its mean and its spread over the steps
 of a seed, paired by seed), the adaptive row, and compute at equal score with its sweep of targets.
 
-Reads finished grid folders (`wmrl reproduce autoresearch --grid ... --out DIR`: one `<method>__seed<k>/metrics.json`
-per run and the grid's `summary.json`); writes report.json, report.md and contrasts.png into --out.
+A grid is a finished grid folder (`wmrl reproduce autoresearch --grid ... --out DIR`: one
+`<method>__seed<k>/metrics.json` per run and the grid's `summary.json`) or a curated results folder (`runs.json`, one
+compact entry per run, and `summary.json`). Writes report.json, report.md and contrasts.png into --out; with
+--curate ROOT it also writes each grid folder's curated form to ROOT/autoresearch_<NAME>/.
 
-    python reproductions/bench/decisive_report.py --grid static=DIR --grid monotone_group=DIR ... [--out DIR]
+    python reproductions/bench/decisive_report.py --grid full=DIR --grid monotone_group=DIR ... [--out DIR] [--curate ROOT]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,25 +23,47 @@ import numpy as np
 from wmrl.autoresearch.summary import CONTRASTS, load_runs
 from wmrl.core.paired import paired_contrast
 
+HISTORY = {"anchor_groups": "corr_n_anchor_groups", "grad_norm": "grad_norm", "adaptive_rho": "corr_adaptive_rho",
+           "anchor_weight": "corr_anchor_weight", "s2_oos": "corr_s2_oos_step_mean"}  # compact name -> metrics key
+TOTALS = ("sandbox_cpu_s", "total_compute_s", "n_executions", "n_cache_hits", "eval_sandbox_cpu_s")
+
+
+def compact(metrics: dict) -> dict:
+    "One run as runs.json keeps it: evaluations [steps, score, sandbox CPU-s, total compute s], per-step logs, totals."
+    evals = [[e["steps_done"], round(e["heldout_percentile"], 3), round(e["sandbox_cpu_s"], 3),
+              round(e["total_compute_s"], 3)] for e in metrics["evals"]]
+    logs = {name: [h.get(key) for h in metrics["history"]] for name, key in HISTORY.items()}
+    scale = (metrics["config"].get("correction") or {}).get("scale", "group")
+    return {"method": metrics["config"]["method"], "seed": metrics["config"]["seed"], "scale": scale, "evals": evals, **logs,
+            **{k: round(float(metrics["totals"][k]), 3) for k in TOTALS}}
+
+
+def grid_runs(folder: Path) -> list[dict]:
+    "The compact runs of a grid folder (from its metrics.json files) or of a curated folder (its runs.json)."
+    if any(folder.glob("*/metrics.json")):
+        return [compact(r) for rs in load_runs(folder).values() for r in rs]
+    if (folder / "runs.json").is_file():
+        return json.loads((folder / "runs.json").read_text())
+    sys.exit(f"decisive_report: {folder} has neither */metrics.json nor runs.json")
+
 
 def update_stats(runs: list[dict]) -> dict[int, dict]:
     "Per seed: the mean gradient norm of its training steps and their sd over steps (the update's step-to-step spread)."
     stats = {}
     for run in runs:
-        norms = np.array([h.get("grad_norm", math.nan) for h in run["history"]], dtype=float)
+        norms = np.array([math.nan if v is None else v for v in run["grad_norm"]], dtype=float)
         norms = norms[np.isfinite(norms)]
-        stats[int(run["config"]["seed"])] = {"mean": float(norms.mean()) if norms.size else math.nan,
-                                             "sd": float(norms.std(ddof=1)) if norms.size > 1 else math.nan}
+        stats[int(run["seed"])] = {"mean": float(norms.mean()) if norms.size else math.nan,
+                                   "sd": float(norms.std(ddof=1)) if norms.size > 1 else math.nan}
     return stats
 
 
 def grid_report(name: str, folder: Path) -> dict:
     "One grid: its world model and scaling, per-method scores, the contrasts, and the paired update contrasts."
     summary = json.loads((folder / "summary.json").read_text())
-    runs = load_runs(folder)
-    if not runs:
-        sys.exit(f"decisive_report: no finished runs under {folder}")
-    first = next(iter(runs.values()))[0]["config"]
+    runs: dict[str, list[dict]] = {}
+    for run in grid_runs(folder):
+        runs.setdefault(run["method"], []).append(run)
     updates = {method: update_stats(rs) for method, rs in runs.items()}
     contrasts = {}
     for contrast, (a, b) in CONTRASTS.items():
@@ -52,8 +77,8 @@ def grid_report(name: str, folder: Path) -> dict:
             contrasts[contrast][f"update_norm_{field}"] = {
                 "first": float(np.nanmean(list(left.values()))), "second": float(np.nanmean(list(right.values()))),
                 **paired_contrast(left, right)}
-    return {"grid": name, "world_model": summary["world_model"],
-            "scale": (first.get("correction") or {}).get("scale", "group"), "contrast_step": summary["contrast_step"],
+    return {"grid": name, "world_model": summary["world_model"], "scale": "/".join(sorted({str(r.get("scale", "group")) for rs in runs.values() for r in rs})),
+            "contrast_step": summary["contrast_step"],
             "methods": {m: {k: v[k] for k in ("heldout_percentile_mean", "heldout_percentile_std", "seeds",
                                                "sandbox_seconds", "anchor_groups_per_run", "anchor_weight_mean",
                                                "s2_out_of_sample_mean")} for m, v in summary["methods"].items()},
@@ -131,15 +156,27 @@ def plot(reports: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def curate(folder: Path, dest: Path) -> None:
+    "The curated form of a grid folder: runs.json (compact) beside its summary, table and figures."
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "runs.json").write_text(json.dumps(grid_runs(folder)) + "\n")
+    for pattern in ("summary.json", "results.md", "*.png"):
+        for path in folder.glob(pattern):
+            shutil.copy2(path, dest / path.name)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--grid", action="append", required=True, metavar="NAME=DIR", help="a finished grid folder")
     parser.add_argument("--out", type=Path, default=Path("reproductions/results/autoresearch_decisive"))
+    parser.add_argument("--curate", type=Path, default=None, help="also write ROOT/autoresearch_<NAME>/ per grid")
     args = parser.parse_args(argv)
     pairs = [g.split("=", 1) for g in args.grid]
     if any(len(p) != 2 or not Path(p[1]).is_dir() for p in pairs):
         sys.exit(f"decisive_report: each --grid must be NAME=DIR with DIR a grid folder, got {args.grid}")
     reports = [grid_report(name, Path(folder)) for name, folder in pairs]
+    for name, folder in (pairs if args.curate else []):
+        curate(Path(folder), args.curate / f"autoresearch_{name}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "report.json").write_text(json.dumps(reports, indent=1) + "\n")
     (args.out / "report.md").write_text(markdown(reports))
