@@ -25,8 +25,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     runs = json.loads(Path(args.runs_json).read_text())
     scores, start = {}, {}
-    for run in runs:  # evals: [[steps_done, percentile], ...]
-        at = dict((int(s), float(x)) for s, x in run["evals"])
+    for run in runs:  # evals: [[steps_done, percentile, ...], ...]
+        at = {int(s): float(x) for s, x, *_ in run["evals"]}
         scores.setdefault(run["method"], {})[run["seed"]] = at.get(args.step, float("nan"))
         start[run["seed"]] = at[0]
     pairs = dict(CONTRASTS, **{"grpo_real-wmrl": ("grpo_real", "wmrl"), "wmrl-pure_wm": ("wmrl", "pure_wm")})

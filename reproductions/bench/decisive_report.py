@@ -47,11 +47,12 @@ def grid_runs(folder: Path) -> list[dict]:
     sys.exit(f"decisive_report: {folder} has neither */metrics.json nor runs.json")
 
 
-def update_stats(runs: list[dict]) -> dict[int, dict]:
-    "Per seed: the mean gradient norm of its training steps and their sd over steps (the update's step-to-step spread)."
+def update_stats(runs: list[dict], upto: int) -> dict[int, dict]:
+    """Per seed: the mean gradient norm of its first `upto` training steps (the steps every method of the grid took)
+    and their sd over those steps (the update's step-to-step spread)."""
     stats = {}
     for run in runs:
-        norms = np.array([math.nan if v is None else v for v in run["grad_norm"]], dtype=float)
+        norms = np.array([math.nan if v is None else v for v in run["grad_norm"][:upto]], dtype=float)
         norms = norms[np.isfinite(norms)]
         stats[int(run["seed"])] = {"mean": float(norms.mean()) if norms.size else math.nan,
                                    "sd": float(norms.std(ddof=1)) if norms.size > 1 else math.nan}
@@ -64,7 +65,7 @@ def grid_report(name: str, folder: Path) -> dict:
     runs: dict[str, list[dict]] = {}
     for run in grid_runs(folder):
         runs.setdefault(run["method"], []).append(run)
-    updates = {method: update_stats(rs) for method, rs in runs.items()}
+    updates = {method: update_stats(rs, summary["contrast_step"]) for method, rs in runs.items()}
     contrasts = {}
     for contrast, (a, b) in CONTRASTS.items():
         entry = summary["contrasts"].get(contrast, {})
@@ -84,6 +85,19 @@ def grid_report(name: str, folder: Path) -> dict:
                                                "s2_out_of_sample_mean")} for m, v in summary["methods"].items()},
             "contrasts": contrasts, "equal_score": summary.get("equal_score"),
             "ratio_vs_target": summary.get("ratio_vs_target")}
+
+
+def against(new: Path, old: Path, step: int) -> dict:
+    "Each method both grids ran, new − old seed by seed at `step`: what changed between two versions of one grid."
+    def scores(folder):
+        out = {}
+        for run in grid_runs(folder):
+            at = {int(e[0]): float(e[1]) for e in run["evals"]}
+            if step in at:
+                out.setdefault(run["method"], {})[int(run["seed"])] = at[step]
+        return out
+    first, second = scores(new), scores(old)
+    return {m: paired_contrast(first[m], second[m]) for m in sorted(set(first) & set(second))}
 
 
 def _ci(entry: dict, digits: int = 2) -> str:
@@ -170,6 +184,8 @@ def main(argv=None) -> int:
     parser.add_argument("--grid", action="append", required=True, metavar="NAME=DIR", help="a finished grid folder")
     parser.add_argument("--out", type=Path, default=Path("reproductions/results/autoresearch_decisive"))
     parser.add_argument("--curate", type=Path, default=None, help="also write ROOT/autoresearch_<NAME>/ per grid")
+    parser.add_argument("--against", default=None, metavar="NEW=OLD",
+                        help="two versions of one grid (folders): each method's new − old, seed by seed, at step 10")
     args = parser.parse_args(argv)
     pairs = [g.split("=", 1) for g in args.grid]
     if any(len(p) != 2 or not Path(p[1]).is_dir() for p in pairs):
@@ -178,6 +194,13 @@ def main(argv=None) -> int:
     for name, folder in (pairs if args.curate else []):
         curate(Path(folder), args.curate / f"autoresearch_{name}")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.against:
+        new, old = args.against.split("=", 1)
+        versus = against(Path(new), Path(old), 10)
+        (args.out / "against.json").write_text(json.dumps({"new": new, "old": old, "step": 10, "contrasts": versus},
+                                                          indent=1) + "\n")
+        for method, c in versus.items():
+            print(f"{method}: new − old {_ci(c)} p={c['p']:.3f} seeds {c['seeds']}")
     (args.out / "report.json").write_text(json.dumps(reports, indent=1) + "\n")
     (args.out / "report.md").write_text(markdown(reports))
     plot(reports, args.out / "contrasts.png")
