@@ -51,23 +51,31 @@ def run_grid(out: Path, busy: int) -> dict:
             "runs": runs, "statuses": statuses}
 
 
-def _points(entry) -> list[float]:
-    "The numbers of one evaluation entry (a dict of step, score, ... or a list)."
-    values = [v for _, v in sorted(entry.items())] if isinstance(entry, dict) else list(entry)
-    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+SCORE_FIELDS = ("heldout_percentile", "ok_rate", "n_infra")  # what the grid measures; costs are measured seconds
+
+
+def _scores(entry) -> list[float]:
+    "The outcome numbers of one evaluation: its scores, ok rate and infra count, per category and per task."
+    nested = [v for key in ("per_category", "per_task") for _, v in sorted(entry.get(key, {}).items())]
+    return [float(entry[k]) for k in SCORE_FIELDS if k in entry] + [float(v) for v in nested]
 
 
 def compare(idle: dict, loaded: dict) -> dict:
-    "Largest score difference and every execution whose status differs between the two conditions."
-    finals, curve = [], []
+    """Largest score difference (final and at every evaluation), every execution whose status differs, and how much
+    the charged sandbox CPU-seconds moved (a measurement, expected to differ a little under load)."""
+    finals, curve, costs = [], [], []
     for name, run in idle["runs"].items():
         other = loaded["runs"].get(name, {"final": math.nan, "evals": []})
         finals.append(abs(run["final"] - other["final"]))
-        curve += [abs(x - y) for p, q in zip(run["evals"], other["evals"]) for x, y in zip(_points(p), _points(q))]
+        for p, q in zip(run["evals"], other["evals"]):
+            curve += [abs(x - y) for x, y in zip(_scores(p), _scores(q))]
+            if p.get("sandbox_cpu_s"):
+                costs.append(q["sandbox_cpu_s"] / p["sandbox_cpu_s"] - 1.0)
     status = {k: [v, loaded["statuses"].get(k)] for k, v in idle["statuses"].items() if loaded["statuses"].get(k) != v}
     return {"runs": sorted(idle["runs"]), "max_final_diff": max(finals, default=math.nan),
             "max_curve_diff": max(curve, default=math.nan), "status_differences": status,
             "executions_compared": len(idle["statuses"]),
+            "sandbox_cpu_s_relative_change": [round(min(costs), 3), round(max(costs), 3)] if costs else None,
             "identical": bool(finals) and max(finals) == 0 and max(curve, default=0) == 0 and not status}
 
 
@@ -75,7 +83,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--busy", type=int, default=4, help="busy loops during the loaded run (default 4: 2x the cores)")
     parser.add_argument("--out", type=Path, default=REPO / "reproductions" / "results" / "load_invariance")
+    parser.add_argument("--compare", type=Path, default=None, help="recompute the comparison of a saved quick.json")
     args = parser.parse_args(argv)
+    if args.compare:
+        result = json.loads(args.compare.read_text())
+        result["comparison"] = compare(result["idle"], result["loaded"])
+        (args.out / "quick.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+        print(json.dumps(result["comparison"], indent=1))
+        return 0 if result["comparison"]["identical"] else 1
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wmrl-load-") as scratch:
         idle = run_grid(Path(scratch) / "idle", 0)
