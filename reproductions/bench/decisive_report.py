@@ -184,8 +184,8 @@ def main(argv=None) -> int:
     parser.add_argument("--grid", action="append", required=True, metavar="NAME=DIR", help="a finished grid folder")
     parser.add_argument("--out", type=Path, default=Path("reproductions/results/autoresearch_decisive"))
     parser.add_argument("--curate", type=Path, default=None, help="also write ROOT/autoresearch_<NAME>/ per grid")
-    parser.add_argument("--against", default=None, metavar="NEW=OLD",
-                        help="two versions of one grid (folders): each method's new − old, seed by seed, at step 10")
+    parser.add_argument("--against", action="append", default=[], metavar="NEW=OLD",
+                        help="two grid folders on the same seeds: each method both ran, new − old, seed by seed, at step 10")
     args = parser.parse_args(argv)
     pairs = [g.split("=", 1) for g in args.grid]
     if any(len(p) != 2 or not Path(p[1]).is_dir() for p in pairs):
@@ -194,13 +194,14 @@ def main(argv=None) -> int:
     for name, folder in (pairs if args.curate else []):
         curate(Path(folder), args.curate / f"autoresearch_{name}")
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.against:
-        new, old = args.against.split("=", 1)
-        versus = against(Path(new), Path(old), 10)
-        (args.out / "against.json").write_text(json.dumps({"new": new, "old": old, "step": 10, "contrasts": versus},
-                                                          indent=1) + "\n")
-        for method, c in versus.items():
-            print(f"{method}: new − old {_ci(c)} p={c['p']:.3f} seeds {c['seeds']}")
+    versus = []
+    for pair in args.against:
+        new, old = pair.split("=", 1)
+        versus.append({"new": new, "old": old, "step": 10, "contrasts": against(Path(new), Path(old), 10)})
+        for method, c in versus[-1]["contrasts"].items():
+            print(f"{Path(new).name} − {Path(old).name}, {method}: {_ci(c)} p={c['p']:.3f} seeds {c['seeds']}")
+    if versus:
+        (args.out / "against.json").write_text(json.dumps(versus, indent=1) + "\n")
     (args.out / "report.json").write_text(json.dumps(reports, indent=1) + "\n")
     (args.out / "report.md").write_text(markdown(reports))
     plot(reports, args.out / "contrasts.png")
