@@ -165,7 +165,8 @@ def plot(reports: list[dict], path: Path) -> None:
                                        "ci_high": s[f"{field}_ci_high"]} for s in sweep], axes[1],
                                      label=f"{r['grid']}: {label}", goal=4.0 if field == "sandbox" else None)
     axes[1].set_title("grpo_real / wmrl compute at equal held-out score")
-    axes[1].legend(fontsize=7)
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
