@@ -147,23 +147,14 @@ def plot(reports: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from wmrl.core.paired import plot_ratio_vs_target
+    from wmrl.core.paired import plot_contrasts, plot_ratio_vs_target
     rows = [(f"{r['grid']}: {name}", c) for r in reports for name, c in r["contrasts"].items()]
     fig, axes = plt.subplots(1, 2, figsize=(13, 0.35 * len(rows) + 2), gridspec_kw={"width_ratios": [1.4, 1]})
-    means = np.array([c["mean"] for _, c in rows])
-    errors = np.array([[c["mean"] - c["ci_low"], c["ci_high"] - c["mean"]] for _, c in rows]).T
-    axes[0].errorbar(means, range(len(rows)), xerr=errors, fmt="o", capsize=3)
-    axes[0].axvline(0, color="gray", ls=":")
-    axes[0].set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
-    axes[0].invert_yaxis()
-    axes[0].set(xlabel="paired difference, held-out percentile points (95% CI)", title="contrasts, seed by seed")
-    for r in reports:
-        if r.get("ratio_vs_target"):
-            sweep = r["ratio_vs_target"]
-            for field, label in (("sandbox", "sandbox CPU-s"), ("total", "total compute")):
-                plot_ratio_vs_target([{"target": s["target"], "ratio": s[f"{field}_ratio"], "ci_low": s[f"{field}_ci_low"],
-                                       "ci_high": s[f"{field}_ci_high"]} for s in sweep], axes[1],
-                                     label=f"{r['grid']}: {label}", goal=4.0 if field == "sandbox" else None)
+    plot_contrasts(rows, axes[0]).set_xlabel("paired difference, held-out percentile points (95% CI)")
+    for r in (r for r in reports if r.get("ratio_vs_target")):
+        for field, label in (("sandbox", "sandbox CPU-s"), ("total", "total compute")):
+            plot_ratio_vs_target(r["ratio_vs_target"], axes[1], label=f"{r['grid']}: {label}",
+                                 goal=4.0 if field == "sandbox" else None, field=field)
     axes[1].set_title("grpo_real / wmrl compute at equal held-out score")
     if axes[1].get_legend_handles_labels()[0]:
         axes[1].legend(fontsize=7)

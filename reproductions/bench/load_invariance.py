@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from wmrl.autoresearch.ledger import ExecutionCache
+from wmrl.autoresearch.summary import load_runs
+
 REPO = Path(__file__).resolve().parents[2]
 WMRL = Path(sys.executable).with_name("wmrl")
 
@@ -40,13 +43,9 @@ def run_grid(out: Path, busy: int) -> dict:
             loop.kill()
     if done.returncode != 0:
         sys.exit(f"load_invariance: the grid failed (busy={busy}):\n{done.stderr[-2000:]}")
-    runs = {}
-    for path in sorted(out.glob("*/metrics.json")):
-        metrics = json.loads(path.read_text())
-        runs[path.parent.name] = {"final": metrics["final_heldout_percentile"], "evals": metrics["evals"]}
-    cache = json.loads((out / "execution_cache.json").read_text()) if (out / "execution_cache.json").is_file() else {}
-    records = cache.get("records", cache)
-    statuses = {key: value.get("status") for key, value in records.items() if isinstance(value, dict)}
+    runs = {f"{method}__seed{m['config']['seed']}": {"final": m["final_heldout_percentile"], "evals": m["evals"]}
+            for method, metrics in load_runs(out).items() for m in metrics}
+    statuses = {key: record.get("status") for key, record in ExecutionCache(out / "execution_cache.json").entries.items()}
     return {"busy_loops": busy, "wall_s": round(wall, 1), "load_1min": [round(load_before, 1), round(load_after, 1)],
             "runs": runs, "statuses": statuses}
 
@@ -85,13 +84,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "reproductions" / "results" / "load_invariance")
     parser.add_argument("--compare", type=Path, default=None, help="recompute the comparison of a saved quick.json")
     args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.compare:
         result = json.loads(args.compare.read_text())
         result["comparison"] = compare(result["idle"], result["loaded"])
         (args.out / "quick.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         print(json.dumps(result["comparison"], indent=1))
         return 0 if result["comparison"]["identical"] else 1
-    args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wmrl-load-") as scratch:
         idle = run_grid(Path(scratch) / "idle", 0)
         (args.out / "quick_idle.json").write_text(json.dumps(idle, indent=1, sort_keys=True) + "\n")  # kept if later fails

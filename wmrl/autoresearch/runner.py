@@ -163,7 +163,11 @@ def run_specs(specs, out_dir, template, resolver=None, parallel: int = 1, done=l
     if parallel < 1:
         raise ValueError(f"parallel_runs must be >= 1, got {parallel}")
     if parallel == 1:
-        return [(execute_run(spec, out_dir, template, resolver=resolver), done())[0] for spec in specs]
+        reports = []
+        for spec in specs:
+            reports.append(execute_run(spec, out_dir, template, resolver=resolver))
+            done()
+        return reports
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

@@ -15,7 +15,7 @@ from scipy import stats
 
 # %% auto #0
 __all__ = ['TARGET_FRACTIONS', 'paired_contrast', 'seeds_needed', 'paired_power', 'cost_to_target', 'ratio_at_equal_score',
-           'ratio_vs_target', 'plot_ratio_vs_target']
+           'ratio_vs_target', 'plot_ratio_vs_target', 'plot_contrasts']
 
 # %% ../../nbs/160_paired.ipynb #2a6ed141
 def paired_contrast(first: Mapping, second: Mapping, n_boot: int = 10000, seed: int = 0, level: float = 0.95) -> dict:
@@ -115,14 +115,31 @@ def ratio_vs_target(reference: Mapping, other: Mapping, fractions: Sequence[floa
     "ratio_at_equal_score at each fraction of the reference's gain (the same bootstrap seed at every target)."
     return [ratio_at_equal_score(reference, other, f, n_boot, seed) for f in fractions]
 
-def plot_ratio_vs_target(sweep: list[dict], ax=None, label: str = "", goal: float | None = None):
-    "Ratio (with its CI band) against the target score; `goal` draws a horizontal line (e.g. 4)."
+def plot_ratio_vs_target(sweep: list[dict], ax=None, label: str = "", goal: float | None = None, field: str = ""):
+    """Ratio (with its CI band) against the target score; `goal` draws a horizontal line (e.g. 4). `field` reads a
+    summary's sweep rows as they are (`sandbox` or `total`: `<field>_ratio`, `<field>_ci_low`, `<field>_ci_high`)."""
     import matplotlib.pyplot as plt
     ax = ax or plt.gca()
+    key = lambda name: f"{field}_{name}" if field else name
     targets = [row["target"] for row in sweep]
-    ax.plot(targets, [row["ratio"] for row in sweep], "o-", label=label or None)
-    ax.fill_between(targets, [row["ci_low"] for row in sweep], [row["ci_high"] for row in sweep], alpha=0.2)
+    ax.plot(targets, [row[key("ratio")] for row in sweep], "o-", label=label or None)
+    ax.fill_between(targets, [row[key("ci_low")] for row in sweep], [row[key("ci_high")] for row in sweep], alpha=0.2)
     if goal:
         ax.axhline(goal, color="gray", ls=":", label=f"goal {goal}×")
     ax.set(xlabel="target held-out percentile", ylabel="compute ratio at equal score")
+    return ax
+
+# %% ../../nbs/160_paired.ipynb #f0ee4de2
+def plot_contrasts(rows: list[tuple[str, dict]], ax=None):
+    """Paired contrasts as a forest plot, one row per (label, contrast) with its mean and CI, zero dotted: a CI
+    that straddles the line resolves nothing. Rows read top to bottom in the order given."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.gca()
+    means = np.array([c["mean"] for _, c in rows])
+    errors = np.array([[c["mean"] - c["ci_low"], c["ci_high"] - c["mean"]] for _, c in rows]).T
+    ax.errorbar(means, range(len(rows)), xerr=errors, fmt="o", capsize=3)
+    ax.axvline(0, color="gray", ls=":")
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set(xlabel="paired difference (95% CI)", title="contrasts, seed by seed")
     return ax
