@@ -102,3 +102,11 @@ def test_the_decisive_report_pairs_update_norms_by_seed(grid, tmp_path_factory):
     assert (out / "contrasts.png").stat().st_size > 10_000 and "| static |" in (out / "report.md").read_text()
     with pytest.raises(SystemExit, match="NAME=DIR"):
         module.main(["--grid", "static"])
+    # a method of one grid against another method (a control) of a grid on the same seeds: wmrl − pure_wm at step 10
+    cross = module.against(grid, grid, 10, "wmrl", "pure_wm")
+    assert list(cross) == ["wmrl − pure_wm"] and cross["wmrl − pure_wm"]["seeds"] == [0, 1, 2, 3, 4]
+    assert 4 < cross["wmrl − pure_wm"]["mean"] < 10  # wmrl gains 22 by step 10, pure_wm 15
+    assert module.main(["--grid", f"static={grid}", "--out", str(out), "--against", f"{grid}:wmrl={grid}:pure_wm"]) == 0
+    assert json.loads((out / "against.json").read_text())[0]["contrasts"].keys() == {"wmrl − pure_wm"}
+    with pytest.raises(SystemExit, match="needs anchors_only"):
+        module.against(grid, grid, 10, "anchors_only", "pure_wm")

@@ -8,6 +8,7 @@ compact entry per run, and `summary.json`). Writes report.json, report.md and co
 --curate ROOT it also writes each grid folder's curated form to ROOT/autoresearch_<NAME>/.
 
     python reproductions/bench/decisive_report.py --grid full=DIR --grid monotone_group=DIR ... [--out DIR] [--curate ROOT]
+        [--against NEW_DIR=OLD_DIR] [--against FULL_DIR:wmrl=CONTROL_DIR:mixed_uncorrected]
 """
 from __future__ import annotations
 
@@ -87,8 +88,9 @@ def grid_report(name: str, folder: Path) -> dict:
             "ratio_vs_target": summary.get("ratio_vs_target")}
 
 
-def against(new: Path, old: Path, step: int) -> dict:
-    "Each method both grids ran, new − old seed by seed at `step`: what changed between two versions of one grid."
+def against(new: Path, old: Path, step: int, new_method: str | None = None, old_method: str | None = None) -> dict:
+    """Each method both grids ran, new − old seed by seed at `step`: what changed between two versions of one grid.
+    With a method named on each side, that one pair only (a method of one grid against a control of another)."""
     def scores(folder):
         out = {}
         for run in grid_runs(folder):
@@ -97,7 +99,17 @@ def against(new: Path, old: Path, step: int) -> dict:
                 out.setdefault(run["method"], {})[int(run["seed"])] = at[step]
         return out
     first, second = scores(new), scores(old)
+    if new_method or old_method:
+        if not (new_method in first and old_method in second):
+            sys.exit(f"decisive_report: --against needs {new_method} in {new} and {old_method} in {old} at step {step}")
+        return {f"{new_method} − {old_method}": paired_contrast(first[new_method], second[old_method])}
     return {m: paired_contrast(first[m], second[m]) for m in sorted(set(first) & set(second))}
+
+
+def _side(text: str) -> tuple[Path, str | None]:
+    "DIR or DIR:METHOD (a method of that grid)."
+    folder, _, method = text.partition(":") if ":" in text and not Path(text).is_dir() else (text, "", "")
+    return Path(folder), method or None
 
 
 def _ci(entry: dict, digits: int = 2) -> str:
@@ -176,8 +188,9 @@ def main(argv=None) -> int:
     parser.add_argument("--grid", action="append", required=True, metavar="NAME=DIR", help="a finished grid folder")
     parser.add_argument("--out", type=Path, default=Path("reproductions/results/autoresearch_decisive"))
     parser.add_argument("--curate", type=Path, default=None, help="also write ROOT/autoresearch_<NAME>/ per grid")
-    parser.add_argument("--against", action="append", default=[], metavar="NEW=OLD",
-                        help="two grid folders on the same seeds: each method both ran, new − old, seed by seed, at step 10")
+    parser.add_argument("--against", action="append", default=[], metavar="NEW[:METHOD]=OLD[:METHOD]",
+                        help="two grid folders on the same seeds: each method both ran (or the two named), new − old, "
+                             "seed by seed, at step 10")
     args = parser.parse_args(argv)
     pairs = [g.split("=", 1) for g in args.grid]
     if any(len(p) != 2 or not Path(p[1]).is_dir() for p in pairs):
@@ -189,9 +202,11 @@ def main(argv=None) -> int:
     versus = []
     for pair in args.against:
         new, old = pair.split("=", 1)
-        versus.append({"new": new, "old": old, "step": 10, "contrasts": against(Path(new), Path(old), 10)})
+        (new_dir, new_method), (old_dir, old_method) = _side(new), _side(old)
+        versus.append({"new": new, "old": old, "step": 10,
+                       "contrasts": against(new_dir, old_dir, 10, new_method, old_method)})
         for method, c in versus[-1]["contrasts"].items():
-            print(f"{Path(new).name} − {Path(old).name}, {method}: {_ci(c)} p={c['p']:.3f} seeds {c['seeds']}")
+            print(f"{new_dir.name} − {old_dir.name}, {method}: {_ci(c)} p={c['p']:.3f} seeds {c['seeds']}")
     if versus:
         (args.out / "against.json").write_text(json.dumps(versus, indent=1) + "\n")
     (args.out / "report.json").write_text(json.dumps(reports, indent=1) + "\n")
