@@ -12,6 +12,9 @@ SIZE ?= full
 AUTORESEARCH_SIZE ?= $(SIZE)
 OUT ?= reproductions/runs/latest
 
+# the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
+MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
+
 .PHONY: setup setup-system setup-embodied reproduce reproduce-long test lab index docs lock
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
@@ -63,7 +66,7 @@ reproduce: setup
 	$(BIN)/wmrl reproduce bandit --size $(SIZE) --out $(OUT)/bandit && \
 	$(BIN)/wmrl reproduce autoresearch --size $(AUTORESEARCH_SIZE) --out $(OUT)/autoresearch && \
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_wm_prior.py -k shipped && \
-	echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for make reproduce"
+	$(MEASURED) "make reproduce"
 	@echo "(the last check is the one CI skips: the refitted quality prior against the shipped one, on the suite built here)"
 	@echo "Reports:"
 	@echo "  toy bandit:    $(OUT)/bandit/bandit.ipynb, $(OUT)/bandit/metrics.json and figures"
@@ -73,7 +76,7 @@ reproduce: setup
 reproduce-long: setup
 	@start=$$(date +%s); \
 	$(BIN)/wmrl reproduce autoresearch --size long --out $(OUT)/autoresearch_long && \
-	echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for make reproduce-long"
+	$(MEASURED) "make reproduce-long"
 	@echo "Report: $(OUT)/autoresearch_long/results.md, $(OUT)/autoresearch_long/summary.json and figures"
 
 ## test: notebooks clean and exported, notebook tests, lint, then pytest (its closing line is the count CI reads)

@@ -107,9 +107,11 @@ def against(new: Path, old: Path, step: int, new_method: str | None = None, old_
 
 
 def _side(text: str) -> tuple[Path, str | None]:
-    "DIR or DIR:METHOD (a method of that grid)."
-    folder, _, method = text.partition(":") if ":" in text and not Path(text).is_dir() else (text, "", "")
-    return Path(folder), method or None
+    "DIR or DIR:METHOD (a method of that grid); a folder whose name holds a colon stays a folder."
+    if ":" not in text or Path(text).is_dir():
+        return Path(text), None
+    folder, _, method = text.rpartition(":")
+    return Path(folder), method
 
 
 def _ci(entry: dict, digits: int = 2) -> str:

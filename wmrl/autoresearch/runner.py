@@ -20,11 +20,11 @@ from pathlib import Path
 from ..core.settings import did_you_mean, read_yaml
 
 # %% auto #0
-__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'TIMEOUT_SHARE', 'PARALLEL_SPEEDUP',
-           'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root', 'provenance', 'run_status',
-           'load_resolver', 'resolved_config', 'execute_run', 'run_specs', 'run_grid', 'estimate_grid_seconds',
-           'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo',
-           'cli_reproduce_dsbench']
+__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S', 'TIMEOUT_SHARE',
+           'PARALLEL_SPEEDUP', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root', 'provenance',
+           'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'run_specs', 'run_grid',
+           'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
+           'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../../nbs/440_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
@@ -205,8 +205,9 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     return {"runs": report, "summary": str(out_dir / "summary.json"), "report": str(out_dir / "results.md")}
 
 # %% ../../nbs/440_runner.ipynb #71a60153
-SECONDS_PER_EXECUTION = {"train": 0.30, "eval": 0.69}  # sandbox CPU-s per program at 10 CPU-s each, measured (warm backend, no cache)
+SECONDS_PER_EXECUTION = {"train": 0.30, "eval": 0.69}  # sandbox CPU-s per program, measured (warm backend, no cache)
 RUN_OVERHEAD_S = 20.0  # papermill kernel, imports, warm-server starts per run (CPU-s)
+REFERENCE_BUDGET_S = 10.0  # the CPU-s per program the constants above and below were measured at
 TIMEOUT_SHARE = 0.35  # of a 10 CPU-s grid's core time, what programs killed at the limit used (full grid, seeds 0-2)
 PARALLEL_SPEEDUP = 1.28  # two runs at a time against one at a time, measured on the full grid's seeds 0-2
 
@@ -225,9 +226,10 @@ def estimate_grid_seconds(grid: dict, cores: int = 2) -> float:
             executes = anchor_count(p["tasks_per_step"], p["anchor_fraction"])  # its budget: what fixed rho spends
         n_evals = 1 + (p["steps"] // p["eval_every"] if p["eval_every"] else 1)
         n_heldout = len(p["heldout_tasks"]) or 13
-        budget = 1.0 - TIMEOUT_SHARE + TIMEOUT_SHARE * (float(p["timeout_s"]) or 10.0) / 10.0
-        total += budget * (p["steps"] * executes * p["group_size"] * SECONDS_PER_EXECUTION["train"]
-                           + n_evals * n_heldout * p["eval_samples"] * SECONDS_PER_EXECUTION["eval"]) + RUN_OVERHEAD_S
+        budget_s = float(p["timeout_s"]) or REFERENCE_BUDGET_S
+        timeout_scale = 1.0 - TIMEOUT_SHARE + TIMEOUT_SHARE * budget_s / REFERENCE_BUDGET_S
+        total += timeout_scale * (p["steps"] * executes * p["group_size"] * SECONDS_PER_EXECUTION["train"]
+                                  + n_evals * n_heldout * p["eval_samples"] * SECONDS_PER_EXECUTION["eval"]) + RUN_OVERHEAD_S
     return total / cores / (PARALLEL_SPEEDUP if int(grid.get("parallel_runs", 1)) > 1 else 1.0)
 
 # %% ../../nbs/440_runner.ipynb #ae019992
