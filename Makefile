@@ -72,7 +72,7 @@ reproduce: setup
 	@echo "  toy bandit:    $(OUT)/bandit/bandit.ipynb, $(OUT)/bandit/metrics.json and figures"
 	@echo "  AutoResearch:  $(OUT)/autoresearch/results.md, $(OUT)/autoresearch/summary.json and figures"
 
-## reproduce-long: after `make reproduce`, GRPO to 30 steps and WMRL to 45 on the same seeds (reusing its execution cache)
+## reproduce-long: after `make reproduce`, GRPO to 50 steps and WMRL to 75 on the same seeds, to their plateaus (reusing its execution cache)
 reproduce-long: setup
 	@start=$$(date +%s); \
 	$(BIN)/wmrl reproduce autoresearch --size long --out $(OUT)/autoresearch_long && \

@@ -69,6 +69,10 @@ def test_summary_has_the_contract_keys_and_reasons_for_every_nan(grid):
         assert set(EQUAL_KEYS) <= set(row)
         nan_has_reason(row, "ratio_vs_target")
     assert summary["methods"]["wmrl"]["anchor_groups_per_run"] == 20.0  # per-method keys stay, new ones added
+    rising = summary["plateau"]["grpo_real"]  # 3.5 points a step: its final score is no plateau, and says so
+    assert (rising["from_step"], rising["step"]) == (0, 10) and not rising["reached"] and "why_reached" in rising
+    assert abs(rising["mean"] - 35) < 3 and rising["ci_low"] > 2
+    assert set(summary["plateau"]) == set(summary["methods"])
 
 
 def test_a_grid_mixing_world_models_is_refused(grid):
@@ -99,6 +103,10 @@ def test_the_decisive_report_pairs_update_norms_by_seed(grid, tmp_path_factory):
     assert update["seeds"] == [0, 1, 2, 3, 4] and update["ci_high"] < 0 < update["second"] - update["first"]
     assert abs(update["mean"] + 1.45 * 1.1) < 1e-9  # steps 0..9: mean norm 1.45, pure_wm's (2 + 0.05 seed)x as large
     assert "wmrl-anchors_only" not in report["contrasts"]  # a contrast the grid cannot form is left out, not zero
+    summary = json.loads((grid / "summary.json").read_text())
+    for method in ("grpo_real", "wmrl"):  # the plateau read from compact runs is summary.json's
+        assert abs(report["plateau"][method]["mean"] - summary["plateau"][method]["mean"]) < 1e-3  # runs.json rounds to 0.001
+    assert "grpo_real gained" in (out / "report.md").read_text() and "not a plateau" in (out / "report.md").read_text()
     assert (out / "contrasts.png").stat().st_size > 10_000 and "| static |" in (out / "report.md").read_text()
     with pytest.raises(SystemExit, match="NAME=DIR"):
         module.main(["--grid", "static"])

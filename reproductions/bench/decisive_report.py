@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wmrl.autoresearch.summary import CONTRASTS, load_runs
+from wmrl.autoresearch.summary import CONTRASTS, load_runs, plateau
 from wmrl.core.paired import paired_contrast
 
 HISTORY = {"anchor_groups": "corr_n_anchor_groups", "grad_norm": "grad_norm", "adaptive_rho": "corr_adaptive_rho",
@@ -60,6 +60,12 @@ def update_stats(runs: list[dict], upto: int) -> dict[int, dict]:
     return stats
 
 
+def grid_plateau(runs: list[dict]) -> dict:
+    "`summary.plateau` on compact runs: has this method stopped improving over its last 10 steps (paired by seed)?"
+    return plateau([{"config": {"seed": int(r["seed"])}, "evals": [{"steps_done": int(e[0]), "heldout_percentile": float(e[1])}
+                                                                   for e in r["evals"]]} for r in runs])
+
+
 def grid_report(name: str, folder: Path) -> dict:
     "One grid: its world model and scaling, per-method scores, the contrasts, and the paired update contrasts."
     summary = json.loads((folder / "summary.json").read_text())
@@ -85,6 +91,7 @@ def grid_report(name: str, folder: Path) -> dict:
                                                "sandbox_seconds", "anchor_groups_per_run", "anchor_weight_mean",
                                                "s2_out_of_sample_mean")} for m, v in summary["methods"].items()},
             "contrasts": contrasts, "equal_score": summary.get("equal_score"),
+            "plateau": {m: grid_plateau(runs[m]) for m in ("grpo_real", "wmrl") if m in runs},
             "ratio_vs_target": summary.get("ratio_vs_target")}
 
 
@@ -145,7 +152,12 @@ def markdown(reports: list[dict]) -> str:
         lines += ["", f"Equal score ({r['grid']}): target {head['target']:.1f} (grpo_real's final score); sandbox "
                   f"ratio {_ratio(head['sandbox_ratio'])} [{head['sandbox_ci_low']:.2f}, {head['sandbox_ci_high']:.2f}], "
                   f"total {_ratio(head['total_ratio'])} [{head['total_ci_low']:.2f}, {head['total_ci_high']:.2f}]"
-                  + (f" ({head['why_sandbox_ratio']})" if head.get("why_sandbox_ratio") else ""), "",
+                  + (f" ({head['why_sandbox_ratio']})" if head.get("why_sandbox_ratio") else ""), ""]
+        for method, p in r.get("plateau", {}).items():
+            verdict = "a plateau" if p["reached"] else "not a plateau"
+            lines.append(f"- {method} gained {_ci(p)} from step {p['from_step']} to {p['step']}: {verdict} (a plateau "
+                         f"needs the CI's upper end below {p['tolerance']:g} points)")
+        lines += ["",
                   "| fraction of grpo_real's gain | target | sandbox CPU-s ratio [95% CI] | total compute ratio [95% CI] |",
                   "|---:|---:|---|---|"]
         for row in r["ratio_vs_target"]:

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['CONTRASTS', 'PAPER_ROWS', 'COMPARABILITY', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES', 'BENCHMARK_COMPARABILITY',
-           'seed_std', 'mean_curve', 'cost_at_score', 'speedup_at_equal_score', 'score_at', 'contrast_step',
-           'grid_contrasts', 'seed_curves', 'equal_score', 'load_runs', 'grid_world_model', 'summarize', 'paper_row',
-           'summarize_benchmark', 'benchmark_table']
+__all__ = ['CONTRASTS', 'PLATEAU_TOLERANCE', 'PAPER_ROWS', 'COMPARABILITY', 'DEFINITIONS', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
+           'BENCHMARK_COMPARABILITY', 'seed_std', 'mean_curve', 'cost_at_score', 'speedup_at_equal_score', 'score_at',
+           'contrast_step', 'grid_contrasts', 'seed_curves', 'equal_score', 'plateau', 'load_runs', 'grid_world_model',
+           'summarize', 'paper_row', 'summarize_benchmark', 'benchmark_table']
 
 # %% ../../nbs/445_summary.ipynb #d890b4b6
 def seed_std(values) -> float:
@@ -111,6 +111,26 @@ def equal_score(runs: dict[str, list[dict]], other: str = "wmrl", reference: str
         rows.append(row)
     return rows[0], rows[1:]
 
+# %% ../../nbs/445_summary.ipynb #6ff8b1b8
+PLATEAU_TOLERANCE = 2.0  # points of held-out percentile: the effect the paired design resolves (160_paired)
+
+def plateau(runs: list[dict], window: int = 10, tolerance: float = PLATEAU_TOLERANCE, n_boot: int = 10000) -> dict:
+    """The paired gain over a method's last `window` steps, so a headline read at its final score can say whether
+    that score is a plateau. `reached` needs the CI's upper end below `tolerance`: shown small, not just unresolved."""
+    from wmrl.core.paired import paired_contrast
+    last = min(max(e["steps_done"] for e in r["evals"]) for r in runs)
+    start = last - window
+    before = {r["config"]["seed"]: score_at(r, start) for r in runs}
+    out = {"step": last, "from_step": start, "window": window, "tolerance": tolerance}
+    if start < 0 or not all(math.isfinite(v) for v in before.values()):
+        return {**out, "mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "seeds": [],
+                "reached": False, "why_reached": f"not every run evaluates step {start} ({window} steps before {last})"}
+    gain = paired_contrast({r["config"]["seed"]: score_at(r, last) for r in runs}, before, n_boot)
+    reached = bool(gain["ci_high"] < tolerance)
+    return {**out, **gain, "reached": reached,
+            **({} if reached else {"why_reached": f"gained {gain['mean']:+.2f} [{gain['ci_low']:+.2f}, "
+                                                  f"{gain['ci_high']:+.2f}] in its last {window} steps"})}
+
 # %% ../../nbs/445_summary.ipynb #032d6f87
 PAPER_ROWS = {  # method: {column: value}; MLE/DS Avg percentile, GPU-h (Table 1); ablations (Table 2)
     "grpo_real": {"4B MLE": 15.2, "4B DS": 25.7, "4B GPU-h": 883, "9B MLE": 18.8, "9B DS": 31.2, "9B GPU-h": 1174},
@@ -172,6 +192,22 @@ def grid_world_model(runs: dict[str, list[dict]]) -> dict:
         raise ValueError(f"runs of one grid must share a world model, found {sorted(specs)}")
     return json.loads(specs.pop())
 
+# %% ../../nbs/445_summary.ipynb #aa34fb0d
+DEFINITIONS = {  # written into every summary.json beside the numbers they define
+    "contrast_definition": ("first − second in points of held-out percentile, seed by seed at contrast_step "
+                            "(the last step every run evaluates); mean, paired-bootstrap 95% CI (10,000 "
+                            "resamples of seeds), two-sided paired t-test p."),
+    "equal_score_definition": ("S* = grpo_real's final held-out percentile (seed-mean curve); a method's cost "
+                               "is its seed-mean cumulative training compute where its seed-mean curve first "
+                               "reaches the target, linear between evaluations; ratio = cost(grpo_real) / "
+                               "cost(wmrl). CI: 2,000 paired bootstrap resamples of seeds, the target "
+                               "recomputed in each; a resample where wmrl never reaches it counts as 0. "
+                               "ratio_vs_target: the same at 50-100% of grpo_real's gain over step 0."),
+    "plateau_definition": ("per method: its held-out percentile at its last evaluation minus 10 steps earlier, seed "
+                           "by seed; mean, paired-bootstrap 95% CI, paired t p. reached = the CI's upper end is below "
+                           "2 points (the effect the paired design resolves)."),
+}
+
 # %% ../../nbs/445_summary.ipynb #1ade49a9
 def summarize(runs_dir) -> dict:
     "Per-method results and the two equal-score speedups (WMRL vs grpo_real)."
@@ -183,15 +219,7 @@ def summarize(runs_dir) -> dict:
     summary = {"methods": {m: _method_summary(r) for m, r in sorted(runs.items())}, "world_model": grid_world_model(runs),
                "contrast_step": step, "contrasts": grid_contrasts(runs, step), "equal_score": headline,
                "ratio_vs_target": sweep,
-               "contrast_definition": ("first − second in points of held-out percentile, seed by seed at contrast_step "
-                                       "(the last step every run evaluates); mean, paired-bootstrap 95% CI (10,000 "
-                                       "resamples of seeds), two-sided paired t-test p."),
-               "equal_score_definition": ("S* = grpo_real's final held-out percentile (seed-mean curve); a method's cost "
-                                          "is its seed-mean cumulative training compute where its seed-mean curve first "
-                                          "reaches the target, linear between evaluations; ratio = cost(grpo_real) / "
-                                          "cost(wmrl). CI: 2,000 paired bootstrap resamples of seeds, the target "
-                                          "recomputed in each; a resample where wmrl never reaches it counts as 0. "
-                                          "ratio_vs_target: the same at 50-100% of grpo_real's gain over step 0."),
+               "plateau": {m: plateau(r) for m, r in sorted(runs.items())}, **DEFINITIONS,
                "comparability": COMPARABILITY}
     for key, field in (("speedup_sandbox_seconds_at_equal_score", "sandbox_cpu_s"),
                        ("speedup_total_compute_at_equal_score", "total_compute_s")):
