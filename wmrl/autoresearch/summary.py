@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['CONTRASTS', 'PLATEAU_TOLERANCE', 'PAPER_ROWS', 'COMPARABILITY', 'DEFINITIONS', 'PAPER_TABLE1', 'BENCHMARK_CATEGORIES',
-           'BENCHMARK_COMPARABILITY', 'seed_std', 'mean_curve', 'cost_at_score', 'speedup_at_equal_score', 'score_at',
-           'contrast_step', 'grid_contrasts', 'seed_curves', 'equal_score', 'plateau', 'load_runs', 'grid_world_model',
-           'summarize', 'paper_row', 'summarize_benchmark', 'benchmark_table']
+__all__ = ['CONTRASTS', 'PLATEAU_TOLERANCE', 'PLATEAU_WINDOW', 'PAPER_ROWS', 'COMPARABILITY', 'DEFINITIONS', 'PAPER_TABLE1',
+           'BENCHMARK_CATEGORIES', 'BENCHMARK_COMPARABILITY', 'seed_std', 'mean_curve', 'cost_at_score',
+           'speedup_at_equal_score', 'score_at', 'contrast_step', 'grid_contrasts', 'seed_curves', 'equal_score',
+           'plateau', 'load_runs', 'grid_world_model', 'summarize', 'paper_row', 'summarize_benchmark',
+           'benchmark_table']
 
 # %% ../../nbs/445_summary.ipynb #d890b4b6
 def seed_std(values) -> float:
@@ -113,8 +114,9 @@ def equal_score(runs: dict[str, list[dict]], other: str = "wmrl", reference: str
 
 # %% ../../nbs/445_summary.ipynb #6ff8b1b8
 PLATEAU_TOLERANCE = 2.0  # points of held-out percentile: the effect the paired design resolves (160_paired)
+PLATEAU_WINDOW = 10  # training steps: two of the long grid's 5-step evaluation intervals
 
-def plateau(runs: list[dict], window: int = 10, tolerance: float = PLATEAU_TOLERANCE, n_boot: int = 10000) -> dict:
+def plateau(runs: list[dict], window: int = PLATEAU_WINDOW, tolerance: float = PLATEAU_TOLERANCE, n_boot: int = 10000) -> dict:
     """The paired gain over a method's last `window` steps, so a headline read at its final score can say whether
     that score is a plateau. `reached` needs the CI's upper end below `tolerance`: shown small, not just unresolved."""
     from wmrl.core.paired import paired_contrast
@@ -125,11 +127,11 @@ def plateau(runs: list[dict], window: int = 10, tolerance: float = PLATEAU_TOLER
     if start < 0 or not all(math.isfinite(v) for v in before.values()):
         return {**out, "mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "seeds": [],
                 "reached": False, "why_reached": f"not every run evaluates step {start} ({window} steps before {last})"}
-    gain = paired_contrast({r["config"]["seed"]: score_at(r, last) for r in runs}, before, n_boot)
-    reached = bool(gain["ci_high"] < tolerance)
-    return {**out, **gain, "reached": reached,
-            **({} if reached else {"why_reached": f"gained {gain['mean']:+.2f} [{gain['ci_low']:+.2f}, "
-                                                  f"{gain['ci_high']:+.2f}] in its last {window} steps"})}
+    out.update(paired_contrast({r["config"]["seed"]: score_at(r, last) for r in runs}, before, n_boot))
+    out["reached"] = bool(out["ci_high"] < tolerance)
+    if not out["reached"]:
+        out["why_reached"] = f"gained {out['mean']:+.2f} [{out['ci_low']:+.2f}, {out['ci_high']:+.2f}] in its last {window} steps"
+    return out
 
 # %% ../../nbs/445_summary.ipynb #032d6f87
 PAPER_ROWS = {  # method: {column: value}; MLE/DS Avg percentile, GPU-h (Table 1); ablations (Table 2)
@@ -203,9 +205,9 @@ DEFINITIONS = {  # written into every summary.json beside the numbers they defin
                                "cost(wmrl). CI: 2,000 paired bootstrap resamples of seeds, the target "
                                "recomputed in each; a resample where wmrl never reaches it counts as 0. "
                                "ratio_vs_target: the same at 50-100% of grpo_real's gain over step 0."),
-    "plateau_definition": ("per method: its held-out percentile at its last evaluation minus 10 steps earlier, seed "
-                           "by seed; mean, paired-bootstrap 95% CI, paired t p. reached = the CI's upper end is below "
-                           "2 points (the effect the paired design resolves)."),
+    "plateau_definition": (f"per method: its held-out percentile at its last evaluation minus {PLATEAU_WINDOW} steps "
+                           "earlier, seed by seed; mean, paired-bootstrap 95% CI, paired t p. reached = the CI's upper "
+                           f"end is below {PLATEAU_TOLERANCE:g} points (the effect the paired design resolves)."),
 }
 
 # %% ../../nbs/445_summary.ipynb #1ade49a9
