@@ -15,7 +15,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied reproduce reproduce-long test lab index docs lock
+.PHONY: setup setup-system setup-embodied reproduce reproduce-long reproduce-oracle test lab index docs lock
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -78,6 +78,15 @@ reproduce-long: setup
 	$(BIN)/wmrl reproduce autoresearch --size long --out $(OUT)/autoresearch_long && \
 	$(MEASURED) "make reproduce-long"
 	@echo "Report: $(OUT)/autoresearch_long/results.md, $(OUT)/autoresearch_long/summary.json and figures"
+
+## reproduce-oracle: the full grid's grpo_real and wmrl runs again, with the gradient oracle measuring every estimator
+## against the all-real gradient (free along grpo_real; probes of wmrl's own batches at steps 0, 5, 10, 15)
+reproduce-oracle: setup
+	@start=$$(date +%s); \
+	$(BIN)/wmrl reproduce autoresearch --size oracle --out $(OUT)/autoresearch_oracle && \
+	$(PY) reproductions/bench/gradient_oracle.py $(OUT)/autoresearch_oracle --out $(OUT)/autoresearch_oracle/oracle && \
+	$(MEASURED) "make reproduce-oracle"
+	@echo "Report: $(OUT)/autoresearch_oracle/oracle/oracle.md, oracle.json and figures"
 
 ## test: notebooks clean and exported, notebook tests, lint, then pytest (its closing line is the count CI reads)
 # pytest runs one file per worker on every core (one process alone used 0.7 of the 2 cores: 18 min against 12);

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .probe import probe_step, step_diagnostics
 from wmrl.autoresearch.steps import (
     evaluate_policy,
     execute_rows,
-    predict_rows,
+    predict_outcomes,
     resolve_tasks,
     sample_groups,
     step_tasks,
@@ -58,6 +59,7 @@ class AutoResearchConfig:
     quality_prior: str = "fitted"        # world model's quality prior: fitted (toy/suite/quality_prior.json), hand, or a path
     world_model: dict = field(default_factory=dict)    # {} = static; a control: {"name": "static+monotone", "B": 0.2} (wmrl.world_model.controls)
     correction: dict = field(default_factory=dict)     # CorrectionConfig overrides (over SMALL_RUN_CORRECTION)
+    oracle: dict = field(default_factory=dict)         # gradient oracle ({} = off): wmrl.autoresearch.probe.ProbeConfig knobs
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -77,6 +79,9 @@ class AutoResearchConfig:
         from wmrl.world_model.controls import WorldModelSpec
         self.world_model = WorldModelSpec.parse(self.world_model).to_dict() if self.world_model else {}
         self.correction_config()  # fail now, not at step 0, on a misspelt correction knob
+        if self.oracle:
+            from wmrl.autoresearch.probe import ProbeConfig
+            self.oracle = ProbeConfig.from_dict(self.oracle).to_dict()
 
     def correction_config(self) -> CorrectionConfig:
         "The CorrectionConfig of this run (same seed and anchor fraction for every method)."
@@ -119,6 +124,11 @@ class AutoResearchRun:
         self.cache = ExecutionCache(config.cache_path or None)
         self.policy = ProgramPolicy(seed=config.seed)
         self.corrector = WMRLCorrector(config.correction_config())
+        self.probe = None  # the gradient oracle's shadows (wmrl.autoresearch.probe), when config.oracle asks for them
+        if config.oracle:
+            from wmrl.autoresearch.probe import ProbeConfig, TrajectoryProbe
+            self.probe = TrajectoryProbe(ProbeConfig.from_dict(config.oracle), self.corrector.config.to_dict(),
+                                         all_real=config.method == "grpo_real")
         self.ledger = ComputeLedger(config.method)
         self.step, self.history, self.evals = 0, [], []
 
@@ -163,16 +173,25 @@ def _nanmean(values) -> float:
     return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
 
 # %% ../../nbs/430_loop.ipynb #2e325d8b
+def _predict(self: AutoResearchRun, step: int, groups) -> tuple[np.ndarray, list, float]:
+    "World-model predictions and statuses; charged to the run, except grpo_real's, made for the probe alone."
+    n_rows = sum(len(g.codes) for g in groups)
+    if self.config.method == "grpo_real" and self.probe is None:
+        return np.full(n_rows, math.nan), [""] * n_rows, 0.0
+    predicted, predicted_status, wm_s = predict_outcomes(self.world_model, groups, self.config.seed)
+    if self.config.method != "grpo_real":
+        self.ledger.charge(step, "wm_s", wm_s)
+        self.ledger.charge(step, "n_predictions", n_rows)
+    return predicted, predicted_status, wm_s
+
 def _train_step(self: AutoResearchRun) -> dict:
-    "Sample, predict, plan, execute anchors, correct, update, charge; returns the step's log row."
+    "Sample, predict, plan, execute anchors, probe, correct, update, charge; returns the step's log row."
     c, step = self.config, self.step
     indices = step_tasks(len(self.train_tasks), c.tasks_per_step, c.seed, step)
     groups = sample_groups(self.policy, self.train_tasks, self.train_features, indices, c.seed, step, c.group_size)
     flags = self.corrector.plan([g.key for g in groups], step)
     n_rows = c.group_size * len(groups)
-    predicted, wm_s = (np.full(n_rows, math.nan), 0.0) if c.method == "grpo_real" else predict_rows(self.world_model, groups, c.seed)
-    self.ledger.charge(step, "wm_s", wm_s)
-    self.ledger.charge(step, "n_predictions", 0 if c.method == "grpo_real" else n_rows)
+    predicted, predicted_status, wm_s = _predict(self, step, groups)
     real = np.full(n_rows, math.nan)
     anchor_rows = np.repeat(np.asarray(flags, dtype=bool), c.group_size)
     statuses = []
@@ -182,6 +201,10 @@ def _train_step(self: AutoResearchRun) -> dict:
         real[anchor_rows] = rewards
         statuses = [r.status for r in records]
         self.ledger.charge_executions(step, charges)
+    probe = probe_step(self, step, groups, flags, predicted, real, wm_s)  # before the policy moves
+    observed = predicted  # what the diagnostics compare with the real outcomes (grpo_real: the probe's predictions)
+    if c.method == "grpo_real":
+        predicted = np.full(n_rows, math.nan)  # grpo_real trains and logs as if no prediction was made
     group_ids = np.repeat([g.key for g in groups], c.group_size)
     result = self.corrector.correct(group_ids, predicted, real, [g.task.category for g in groups for _ in g.codes])
     with timed() as clock:
@@ -193,7 +216,10 @@ def _train_step(self: AutoResearchRun) -> dict:
     self.ledger.charge(step, "update_s", clock.wall_s)
     self.last_step = {"group": group_ids, "anchor": result.anchor_rows, "predicted": predicted, "real": real,
                       "trained_reward": result.rewards, "advantage": result.advantages, "multiplier": result.multipliers}
-    return _log_row(self, step, groups, predicted, real, result, statuses, norm)
+    diagnostics = step_diagnostics(groups, result.anchor_rows, observed, predicted_status, real, statuses,
+                                   result.rewards, coefficients)
+    return {**_log_row(self, step, groups, predicted, real, result, statuses, norm), "diagnostics": diagnostics,
+            **({"oracle": probe} if probe else {})}
 
 AutoResearchRun.train_step = _train_step
 
@@ -225,6 +251,7 @@ def _state(self: AutoResearchRun) -> dict:
     return {"format": "wmrl.autoresearch/1", "config": self.config.to_dict(), "step": self.step,  # a format id, not a module path
             "rng": {"kind": "derived", "seed": self.config.seed, "note": "every draw is seeded by (seed, stream, step)"},
             "policy": self.policy.state_dict(), "corrector": self.corrector.state_dict(),
+            "probe": None if self.probe is None else self.probe.state_dict(),
             "ledger": self.ledger.state_dict(), "history": self.history, "evals": self.evals}
 
 def _save_checkpoint(self: AutoResearchRun) -> Path:
@@ -249,6 +276,8 @@ def _load_checkpoint(self: AutoResearchRun, path=None) -> bool:
         raise ValueError(f"{path} was written by a different configuration; use another out_dir")
     self.policy.load_state_dict(state["policy"])
     self.corrector.load_state_dict(state["corrector"])
+    if self.probe is not None:
+        self.probe.load_state_dict(state["probe"])
     self.ledger.load_state_dict(state["ledger"])
     self.step, self.history, self.evals = int(state["step"]), state["history"], state["evals"]
     return True

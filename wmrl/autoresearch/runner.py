@@ -266,7 +266,7 @@ def cli_reproduce_autoresearch(argv: list[str] | None = None) -> int:
     "Run the autoresearch grid of a size (or a --grid file) and its summary; JSON report on stdout."
     keys = ("speedup_sandbox_seconds_at_equal_score", "speedup_total_compute_at_equal_score")
     return run_grid_cli(argv, "wmrl reproduce autoresearch", "AutoResearch in miniature: every method x seed, then the "
-                        "summary.", "autoresearch", ("quick", "full", "long"), lambda summary: {k: summary[k] for k in keys})
+                        "summary.", "autoresearch", ("quick", "full", "long", "oracle"), lambda summary: {k: summary[k] for k in keys})
 
 # %% ../../nbs/440_runner.ipynb #ff682afa
 BENCHMARK_KINDS = {"mle-dojo": "mledojo", "dsbench": "dsbench"}  # command name -> grid file prefix

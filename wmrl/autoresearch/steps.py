@@ -16,7 +16,8 @@ from .ledger import ExecutionCache, execute_cached, timed
 
 # %% auto #0
 __all__ = ['STREAM_TASKS', 'STREAM_PROGRAMS', 'STREAM_EVAL', 'resolve_tasks', 'step_rng', 'step_tasks', 'Group', 'sample_groups',
-           'suite_world_model', 'predict_rows', 'record_from_dict', 'execute_rows', 'percentile_of', 'evaluate_policy']
+           'suite_world_model', 'predict_outcomes', 'predict_rows', 'record_from_dict', 'execute_rows', 'percentile_of',
+           'evaluate_policy']
 
 # %% ../../nbs/425_steps.ipynb #16bf53ef
 def resolve_tasks(entries, suite_dir: str = "", role: str = "train") -> list:
@@ -83,8 +84,8 @@ def suite_world_model(quality_prior: str = "fitted"):
     from wmrl.world_model.prior import load_prior
     return StaticWorldModel(quality_prior=load_prior(None if quality_prior == "fitted" else quality_prior))
 
-def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]:
-    "(predicted reward per row, world-model seconds) for every row of every group (controls get row keys)."
+def predict_outcomes(world_model, groups, seed: int = 0) -> tuple[np.ndarray, list[str], float]:
+    "(predicted reward per row, predicted status per row, world-model seconds); controls get row keys."
     from wmrl.world_model.controls import ControlledWorldModel
     jobs = [(g.task, code) for g in groups for code in g.codes]
     with timed() as clock:
@@ -93,7 +94,12 @@ def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]
             predictions = world_model.predict(jobs, keys)
         else:
             predictions = world_model.predict(jobs)
-    return np.array([p.score for p in predictions], dtype=float), clock.wall_s
+    return np.array([p.score for p in predictions], dtype=float), [p.status for p in predictions], clock.wall_s
+
+def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]:
+    "(predicted reward per row, world-model seconds) for every row of every group."
+    scores, _, seconds = predict_outcomes(world_model, groups, seed)
+    return scores, seconds
 
 # %% ../../nbs/425_steps.ipynb #706e6e0b
 def record_from_dict(values: dict):
@@ -132,4 +138,5 @@ def evaluate_policy(policy, tasks, features, seed: int, step: int, samples: int,
     per_category, mean = category_average(per_task, {t.name: t.category for t in tasks})
     statuses = [r.status for r in records]
     return {"step": step, "heldout_percentile": mean, "per_category": per_category, "per_task": per_task,
-            "ok_rate": statuses.count("ok") / len(statuses), "n_infra": n_infra, "charges": charges}
+            "ok_rate": statuses.count("ok") / len(statuses), "n_infra": n_infra, "charges": charges,
+            "status_counts": {s: statuses.count(s) for s in sorted(set(statuses))}}

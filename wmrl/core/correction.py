@@ -18,6 +18,7 @@ from .anchors import AnchorScheduler, adaptive_anchor_fraction, budgeted_anchor_
 from .debias import OnlineDebiaser
 from .denoise import AnchorWeighter, ExponentialAverage, InverseVarianceFusion
 from .methods import METHOD_SPECS, validate_config
+from .ppi import PowerTuner, rectified_advantages
 from .rows import disagreement_per_group, read_categories, read_scores, within_group_residual
 
 # %% auto #0
@@ -54,6 +55,8 @@ class CorrectionConfig:
     adaptive_s2_ref: float = 0.5  # wmrl_adaptive: out-of-sample s² at which rho_t = anchor_fraction
     adaptive_budget: int | None = None  # wmrl_adaptive: anchor groups over the whole run (None: no budget)
     adaptive_steps: int | None = None  # wmrl_adaptive: planned steps (the budget reserves k_min for each)
+    ppi_lambda: float = 1.0  # ppi, wmrl_ppi: λ (fixed), or its value until the tuner has past anchors
+    ppi_tuned: bool = True  # ppi, wmrl_ppi: power-tune λ from past anchor rows (PPI++; wmrl.core.ppi.PowerTuner)
 
     def __post_init__(self):
         validate_config(self)
@@ -106,6 +109,7 @@ class WMRLCorrector:
             self.denoiser = InverseVarianceFusion(c.half_life, c.warmup, fusion_scale, c.fusion_max_ratio)
         # out-of-sample s², fast and slow (half-lives in anchor groups): what wmrl_adaptive's rho_t follows
         self.s2_fast, self.s2_slow = ExponentialAverage(2, bias_corrected=True), ExponentialAverage(8, bias_corrected=True)
+        self.tuner = PowerTuner(c.ppi_lambda, tuned=c.ppi_tuned) if self.spec.rectify else None
         self.n_steps = 0
         self._plan = None  # {"step": int, "flags": {key: (position in plan, is anchor)}} until correct()
 
@@ -113,10 +117,19 @@ class WMRLCorrector:
         return f"WMRLCorrector(method={self.config.method!r}, steps={self.n_steps})"
 
 # %% ../../nbs/150_correction.ipynb #6f300662
-def _plan(self: WMRLCorrector, group_keys: Sequence[Hashable], step: int, in_flight: int = 0) -> np.ndarray:
-    "One bool per group: True = execute this group for real (all for grpo_real, none for pure_wm)."
+def _plan(self: WMRLCorrector, group_keys: Sequence[Hashable], step: int, in_flight: int = 0,
+          anchors: Sequence[bool] | None = None,  # force this draw (the gradient oracle enumerates every draw)
+          ) -> np.ndarray:
+    """One bool per group: True = execute this group for real (all for grpo_real, none for pure_wm).
+    `anchors` bypasses the scheduler (its state is untouched), so `wmrl.core.oracle` can ask what a method would
+    train on under every possible anchor draw; only methods that choose anchors accept it."""
     keys = list(group_keys)
-    if self.spec.executes == "anchors":
+    if anchors is not None:
+        flags = np.asarray(anchors, dtype=bool).reshape(-1)
+        if self.spec.executes not in ("anchors", "adaptive") or len(flags) != len(keys) or len(set(keys)) != len(keys):
+            raise ValueError(f"forced anchors need a method that chooses anchors ({self.config.method!r} does "
+                             f"not?) and one flag per distinct group ({len(flags)} flags, {len(keys)} keys)")
+    elif self.spec.executes == "anchors":
         flags = self.scheduler.select(keys, step, in_flight)
     elif self.spec.executes == "adaptive":
         flags = self.scheduler.select(keys, step, in_flight, count=self.adaptive_count(len(keys)))
@@ -199,8 +212,8 @@ def _learn_from_anchors(self: WMRLCorrector, predicted, real, plan_position, anc
                 value = self.denoiser.observe_group(measured[group_rows], real[group_rows]) if len(group_rows) >= 2 else math.nan
                 if not math.isnan(value):
                     disagreements.append(value)
-    return {"calibrated": calibrated, "complete": complete, "refitted": refitted, "disagreements": disagreements,
-            "s2_out_of_sample": out_of_sample}
+    return {"calibrated": calibrated, "before": before, "complete": complete, "refitted": refitted,
+            "disagreements": disagreements, "s2_out_of_sample": out_of_sample}
 
 WMRLCorrector._learn_from_anchors = _learn_from_anchors
 
@@ -216,6 +229,20 @@ def _multipliers(self: WMRLCorrector, mask: np.ndarray, anchor_rows: np.ndarray)
     return multipliers
 
 WMRLCorrector._multipliers = _multipliers
+
+# %% ../../nbs/150_correction.ipynb #0dbca7f8
+def _rectify(self: WMRLCorrector, predicted, real, anchor_rows, codes, n_groups: int):
+    "(AdvantageResult of PPI coefficients, λ used); then the tuner observes this step's anchor rows."
+    c = self.config
+    lam = self.tuner.value()
+    result = rectified_advantages(predicted, real, anchor_rows, codes, n_groups, lam, c.scale, c.eps, int(c.min_graded))
+    hat = advantages_from_codes(predicted, codes, n_groups, c.scale, c.eps, int(c.min_graded))
+    true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, c.scale, c.eps, int(c.min_graded))
+    both = anchor_rows & hat.mask & true.mask
+    self.tuner.observe(true.advantages[both], hat.advantages[both], hat.advantages[hat.mask])
+    return result, lam
+
+WMRLCorrector._rectify = _rectify
 
 # %% ../../nbs/150_correction.ipynb #4fda3187
 def _denoiser_ema(denoiser) -> float:
@@ -255,6 +282,7 @@ def _stats(self: WMRLCorrector, step, predicted, real, codes, keys, anchor_rows,
         "s2_oos_step_mean": float(np.mean(learned["s2_out_of_sample"])) if learned["s2_out_of_sample"] else math.nan,
         "s2_oos_fast": float(self.s2_fast.value), "s2_oos_slow": float(self.s2_slow.value),
         "adaptive_rho": self.adaptive_rho() if self.spec.executes == "adaptive" else math.nan,
+        "ppi_lambda": learned.get("ppi_lambda", math.nan),
     }
 
 WMRLCorrector._stats = _stats
@@ -285,9 +313,13 @@ def _correct(self: WMRLCorrector, group_ids, predicted, real, categories=None) -
     self._plan = None
     learned = self._learn_from_anchors(predicted, real, plan_position[codes], anchor_rows, labels)
     world_model_rewards = learned["calibrated"] if self.spec.train_world_model_rows else np.full(n_rows, np.nan)
+    if self.spec.rectify:  # the map from before this step's pairs: the draw must not shape the predictions
+        world_model_rewards = learned["before"]
+        advantage, learned["ppi_lambda"] = self._rectify(learned["before"], real, anchor_rows, codes, len(keys))
     rewards = np.where(anchor_rows, real, world_model_rewards)
-    advantage = advantages_from_codes(rewards, codes, len(keys), self.config.scale, self.config.eps,
-                                      int(self.config.min_graded))
+    if not self.spec.rectify:
+        advantage = advantages_from_codes(rewards, codes, len(keys), self.config.scale, self.config.eps,
+                                          int(self.config.min_graded))
     multipliers = self._multipliers(advantage.mask, anchor_rows)
     self.n_steps += 1
     stats = self._stats(step, predicted, real, codes, keys, anchor_rows, learned, advantage, multipliers)
@@ -302,7 +334,8 @@ def _state_dict(self: WMRLCorrector) -> dict:
             "scheduler": self.scheduler.state_dict(),
             "debiaser": None if self.debiaser is None else self.debiaser.state_dict(),
             "denoiser": None if self.denoiser is None else self.denoiser.state_dict(),
-            "s2_fast": self.s2_fast.state_dict(), "s2_slow": self.s2_slow.state_dict()}
+            "s2_fast": self.s2_fast.state_dict(), "s2_slow": self.s2_slow.state_dict(),
+            "tuner": None if self.tuner is None else self.tuner.state_dict()}
 
 def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
     "Restore from `state_dict()`; the configuration comes from the state."
@@ -323,6 +356,8 @@ def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
     for name in ("s2_fast", "s2_slow"):  # absent in states written before wmrl_adaptive: start empty
         if name in state:
             getattr(self, name).load_state_dict(state[name])
+    if self.tuner is not None and state.get("tuner"):
+        self.tuner.load_state_dict(state["tuner"])
     self.n_steps = int(state["n_steps"])
 
 WMRLCorrector.state_dict = _state_dict

@@ -63,6 +63,13 @@ class PairWindow:
             view.flags.writeable = False
         return views
 
+    def __deepcopy__(self, memo) -> PairWindow:
+        "A flat copy of the storage: labels are immutable (str or None), so copying each one, as deepcopy would, is waste."
+        twin = PairWindow.__new__(PairWindow)
+        twin.capacity, twin._lo, twin._hi = self.capacity, self._lo, self._hi
+        twin._x, twin._y, twin._labels = self._x.copy(), self._y.copy(), self._labels.copy()
+        return twin
+
 # %% ../../nbs/130_debias.ipynb #ace4ea50
 def _as_categories(categories, n: int) -> list | None:
     "Categories as a list of str/None of length n (a single string applies to all rows)."

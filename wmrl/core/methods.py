@@ -24,6 +24,7 @@ class MethodSpec:
     debias: bool  # calibrate world-model rewards with the isotonic map
     denoise: bool  # weight rows by the disagreement estimate
     train_world_model_rows: bool  # False: world-model rows get multiplier 0
+    rectify: bool = False  # prediction-powered: anchors rectify the world model's advantages (wmrl.core.ppi)
 
 METHOD_SPECS = {
     "grpo_real": MethodSpec("all", debias=False, denoise=False, train_world_model_rows=True),
@@ -34,6 +35,8 @@ METHOD_SPECS = {
     "wmrl": MethodSpec("anchors", debias=True, denoise=True, train_world_model_rows=True),
     "anchors_only": MethodSpec("anchors", debias=False, denoise=False, train_world_model_rows=False),
     "wmrl_adaptive": MethodSpec("adaptive", debias=True, denoise=True, train_world_model_rows=True),  # beyond the paper
+    "ppi": MethodSpec("anchors", debias=False, denoise=False, train_world_model_rows=True, rectify=True),  # beyond the paper
+    "wmrl_ppi": MethodSpec("anchors", debias=True, denoise=False, train_world_model_rows=True, rectify=True),  # beyond
 }
 S2_RULES = ("out_of_sample", "in_sample")
 METHODS = tuple(METHOD_SPECS)
@@ -84,3 +87,6 @@ def validate_config(config) -> None:
         raise ValueError(f"max_concurrent must be None or >= 0, got {config.max_concurrent}")
     if not 1.0 <= config.target_weight <= config.w_max:
         raise ValueError(f"need 1 <= target_weight <= w_max, got {config.target_weight} and {config.w_max}")
+    ppi_lambda = getattr(config, "ppi_lambda", 1.0)  # objects from before the prediction-powered methods lack it
+    if not (math.isfinite(ppi_lambda) and ppi_lambda >= 0):
+        raise ValueError(f"ppi_lambda must be finite and >= 0, got {ppi_lambda}")
