@@ -45,7 +45,7 @@ def is_appendix(name: str) -> bool:
 
 
 # Chapters executed by default: fast, and the ones whose figures a reader looks for first.
-TEACHING = ["110_advantages", "120_anchors", "130_debias", "140_denoise", "150_correction", "010_bandit",
+TEACHING = ["110_advantages", "120_anchors", "130_debias", "140_denoise", "147_ppi", "150_correction", "155_oracle", "010_bandit",
             "430_loop"]
 
 

@@ -43,6 +43,26 @@ def test_quick_reproduction_end_to_end(tmp_path):
         assert metrics["steps_done"] == metrics["config"]["steps"]
         assert metrics["config"]["backend"] == "warm" and metrics["config"]["quality_prior"] == "fitted"
         assert (out / run / "autoresearch.ipynb").is_file() and (out / run / "config.json").is_file()
+        assert all("diagnostics" in row for row in metrics["history"])
+    check_oracle(out)
+
+
+def check_oracle(out: Path) -> None:
+    "The quick grid probes grpo_real at every step for free and wmrl at steps 0 and 2 (wmrl.autoresearch.probe)."
+    grpo = json.loads((out / "grpo_real__seed0" / "metrics.json").read_text())
+    assert grpo["totals"]["wm_s"] == 0.0  # the probe's predictions are not charged to real-execution GRPO
+    for row in grpo["history"]:
+        oracles = row["oracle"]["oracles"]
+        assert row["oracle"]["probe_cpu_s"] == 0.0 and row["oracle"]["probe_wm_s"] > 0.0
+        assert abs(oracles["affine0.5/group"]["pure_wm"]["cos"] - 1.0) < 1e-6  # the instrument's known answer
+        assert abs(oracles["affine0.5/none"]["pure_wm"]["scale"] - 0.5) < 1e-9
+        for scale in ("group", "none"):  # prediction-powered: unbiased over the draw on real programs too
+            assert oracles[f"static/{scale}"]["ppi"]["bias2"] < 1e-20
+        assert len(row["diagnostics"]["anchor_rows"]) == 16  # every row of grpo_real, with its predicted status
+    wmrl = json.loads((out / "wmrl__seed0" / "metrics.json").read_text())
+    probed = [row["step"] for row in wmrl["history"] if "oracle" in row]
+    assert probed == [0, 2] and all(row["oracle"]["probe_cpu_s"] > 0 for row in wmrl["history"] if "oracle" in row)
+    assert wmrl["totals"]["n_executions"] == 8 * 3  # the run paid for its own anchor group only, one a step
 
 
 def test_every_papermill_template_has_its_parameters_cell_first():

@@ -73,6 +73,12 @@ def test_summary_has_the_contract_keys_and_reasons_for_every_nan(grid):
     assert (rising["from_step"], rising["step"]) == (0, 10) and not rising["reached"] and "why_reached" in rising
     assert abs(rising["mean"] - 35) < 3 and rising["ci_low"] > 2
     assert set(summary["plateau"]) == set(summary["methods"])
+    matched = summary["matched_steps"]  # the paper's protocol first: wmrl − grpo_real at every shared step
+    assert [r["step"] for r in matched] == [2, 4, 6, 8, 10]
+    assert all(r["mean"] < 0 and r["p_holm"] >= r["p"] for r in matched)  # 2.2 points a step against 3.5
+    assert all(r["cost_ratio"] == pytest.approx(5.0) for r in matched)  # 20 s a step against 4: the ceiling
+    assert all("p_holm" in c for c in summary["contrasts"].values())
+    assert summary["plateau_comparison"]["windows"]["grpo_real"] == [[4, 6, 8, 10]]
 
 
 def test_a_grid_mixing_world_models_is_refused(grid):

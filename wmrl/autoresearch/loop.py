@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .probe import probe_step, step_diagnostics
 from wmrl.autoresearch.steps import (
     evaluate_policy,
     execute_rows,
@@ -28,6 +27,7 @@ from wmrl.autoresearch.steps import (
 from ..core.correction import CorrectionConfig, WMRLCorrector
 from ..core.methods import METHODS
 from .ledger import ComputeLedger, ExecutionCache, _atomic_write_text, timed
+from .probe import probe_step, step_diagnostics
 
 # %% auto #0
 __all__ = ['SMALL_RUN_CORRECTION', 'CHECKPOINT', 'AutoResearchConfig', 'AutoResearchRun']

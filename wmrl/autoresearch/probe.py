@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .steps import execute_rows, step_rng
 from ..core.oracle import ESTIMATORS, INSTRUMENTS, GradientOracle, instrument_predictions
+from .steps import execute_rows, step_rng
 
 # %% auto #0
 __all__ = ['flatten_grads', 'score_matrix', 'ProbeConfig', 'TrajectoryProbe', 'probe_step', 'step_diagnostics']
@@ -124,7 +124,7 @@ def probe_step(run, step: int, groups, flags, predicted, real, wm_s: float = 0.0
         missing = [i for i, flag in enumerate(flags) if not flag]
         if missing:
             jobs = [(groups[i].task, code, run.limits()) for i in missing for code in groups[i].codes]
-            _, charges, rewards = execute_rows(jobs, run.run_batch, run.cache)
+            _, charges, rewards = execute_rows(jobs, run.run_batch, None)  # no cache: the probe never feeds the run's
             real[np.concatenate([np.arange(i * c.group_size, (i + 1) * c.group_size) for i in missing])] = rewards
             cost["probe_cpu_s"] = float(sum(ch.cpu_s for ch in charges))
     programs = [p for g in groups for p in g.programs]

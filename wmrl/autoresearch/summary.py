@@ -73,8 +73,8 @@ def contrast_step(runs: dict[str, list[dict]]) -> int:
 
 # %% ../../nbs/445_summary.ipynb #6589de19
 def grid_contrasts(runs: dict[str, list[dict]], step: int, n_boot: int = 10000) -> dict:
-    "Every fixed contrast, paired by seed at `step` (NaN with `why_nan` where a method is missing)."
-    from wmrl.core.paired import paired_contrast
+    "Every fixed contrast, paired by seed at `step` (NaN with `why_nan` where a method is missing), Holm over them."
+    from wmrl.core.paired import holm, paired_contrast
     by_seed = {m: {r["config"]["seed"]: score_at(r, step) for r in rs} for m, rs in runs.items()}
     out = {}
     for name, (first, second) in CONTRASTS.items():
@@ -83,7 +83,8 @@ def grid_contrasts(runs: dict[str, list[dict]], step: int, n_boot: int = 10000) 
         else:
             out[name] = {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "seeds": [],
                          "step": step, "why_nan": f"the grid has no {first if first not in by_seed else second} runs"}
-    return out
+    adjusted = holm({name: c["p"] for name, c in out.items()})
+    return {name: {**c, "p_holm": adjusted[name]} for name, c in out.items()}
 
 # %% ../../nbs/445_summary.ipynb #12750531
 def seed_curves(runs: list[dict], field: str) -> dict:
@@ -205,6 +206,12 @@ DEFINITIONS = {  # written into every summary.json beside the numbers they defin
                                "cost(wmrl). CI: 2,000 paired bootstrap resamples of seeds, the target "
                                "recomputed in each; a resample where wmrl never reaches it counts as 0. "
                                "ratio_vs_target: the same at 50-100% of grpo_real's gain over step 0."),
+    "matched_steps_definition": ("wmrl − grpo_real at every evaluation step both have (the paper's protocol), seed by "
+                                 "seed: mean, paired-bootstrap and t 95% CIs, t p, Holm over the steps; cost_ratio = "
+                                 "grpo_real's seed-mean training sandbox CPU-s / wmrl's at that step, the ceiling of the "
+                                 "equal-score ratio when wmrl needs at least as many steps."),
+    "plateau_comparison_definition": ("wmrl − grpo_real of each seed's mean over its method's last 4 evaluations "
+                                      "(a rule fixed in wmrl.autoresearch.matched), paired; t-interval."),
     "plateau_definition": (f"per method: its held-out percentile at its last evaluation minus {PLATEAU_WINDOW} steps "
                            "earlier, seed by seed; mean, paired-bootstrap 95% CI, paired t p. reached = the CI's upper "
                            f"end is below {PLATEAU_TOLERANCE:g} points (the effect the paired design resolves)."),
@@ -218,10 +225,15 @@ def summarize(runs_dir) -> dict:
         raise ValueError(f"no finished runs (metrics.json) under {runs_dir}")
     step = contrast_step(runs)
     headline, sweep = equal_score(runs)
+    from wmrl.autoresearch.matched import curves_from_metrics, matched_steps, plateau_comparison
+    curves = curves_from_metrics(runs)
+    both = "grpo_real" in runs and "wmrl" in runs
     summary = {"methods": {m: _method_summary(r) for m, r in sorted(runs.items())}, "world_model": grid_world_model(runs),
                "contrast_step": step, "contrasts": grid_contrasts(runs, step), "equal_score": headline,
                "ratio_vs_target": sweep,
                "plateau": {m: plateau(r) for m, r in sorted(runs.items())}, **DEFINITIONS,
+               "matched_steps": matched_steps(curves, "wmrl", "grpo_real") if both else [],
+               "plateau_comparison": plateau_comparison(curves, "wmrl", "grpo_real") if both else {},
                "comparability": COMPARABILITY}
     for key, field in (("speedup_sandbox_seconds_at_equal_score", "sandbox_cpu_s"),
                        ("speedup_total_compute_at_equal_score", "total_compute_s")):

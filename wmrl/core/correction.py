@@ -50,6 +50,7 @@ class CorrectionConfig:
     fusion_max_ratio: float = 20.0  # cap on the fusion's anchor : WM weight ratio
     s2_rule: str = "out_of_sample"  # s² with the map from before this step's pairs; "in_sample": after (release)
     weight_scale: str = "bias_corrected"  # where the anchor weight's c comes from: bias_corrected, official, paper
+    s2_cap: float | None = None  # cap on a group's s² before the anchor weight's EMA (None: the release, uncapped)
     min_distinct: int = 2  # distinct predictions the debiaser needs before it fits (1: the pre-fix rule)
     adaptive_rho_max: float = 0.5  # wmrl_adaptive: cap on rho_t
     adaptive_s2_ref: float = 0.5  # wmrl_adaptive: out-of-sample s² at which rho_t = anchor_fraction
@@ -103,7 +104,7 @@ class WMRLCorrector:
                                         c.category_prior_pairs, c.min_distinct) if self.spec.debias else None)
         self.denoiser = None
         if self.spec.denoise and c.denoise == "anchor_weight":
-            self.denoiser = AnchorWeighter(c.half_life, c.warmup, c.w_max, c.target_weight, c.weight_scale)
+            self.denoiser = AnchorWeighter(c.half_life, c.warmup, c.w_max, c.target_weight, c.weight_scale, c.s2_cap)
         elif self.spec.denoise:
             fusion_scale = "group" if c.scale == "group" else "none"  # batch = none up to one common factor
             self.denoiser = InverseVarianceFusion(c.half_life, c.warmup, fusion_scale, c.fusion_max_ratio)
@@ -239,7 +240,7 @@ def _rectify(self: WMRLCorrector, predicted, real, anchor_rows, codes, n_groups:
     hat = advantages_from_codes(predicted, codes, n_groups, c.scale, c.eps, int(c.min_graded))
     true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, c.scale, c.eps, int(c.min_graded))
     both = anchor_rows & hat.mask & true.mask
-    self.tuner.observe(true.advantages[both], hat.advantages[both], hat.advantages[hat.mask])
+    self.tuner.observe(true.advantages[both], hat.advantages[both])
     return result, lam
 
 WMRLCorrector._rectify = _rectify

@@ -88,10 +88,14 @@ class AnchorWeighter:
     world-model rows 1, not normalised. `scale` says where c comes from:
     `"official"` (the release): c fixed once at warm-up from an EMA the first group initialises;
     `"bias_corrected"` (default): c fixed once at warm-up from the bias-corrected EMA, so the first group does not
-    decide it alone; `"paper"`: c = 1, w = 1 + s² read off the anchors ("nothing is tuned"), from warm-up on."""
+    decide it alone; `"paper"`: c = 1, w = 1 + s² read off the anchors ("nothing is tuned"), from warm-up on.
+    `s2_cap` caps each group's s² before the EMA (None: the release, uncapped; see "An outlier-proof s²")."""
     def __init__(self, half_life: float = 64, warmup: int = 32, w_max: float = 4.0, target_weight: float = 2.0,
-                 scale: str = "bias_corrected"):
+                 scale: str = "bias_corrected", s2_cap: float | None = None):
         self.warmup = _check_warmup(warmup)
+        if s2_cap is not None and not (math.isfinite(s2_cap) and s2_cap > 0):
+            raise ValueError(f"s2_cap must be None or a finite number > 0, got {s2_cap!r}")
+        self.s2_cap = None if s2_cap is None else float(s2_cap)
         if not (1.0 <= target_weight <= w_max and math.isfinite(w_max)):
             raise ValueError(f"need 1 <= target_weight <= w_max < inf, got target {target_weight}, w_max {w_max}")
         if scale not in WEIGHT_SCALES:
@@ -105,7 +109,7 @@ class AnchorWeighter:
         for value in _check_s2(s2):
             if math.isnan(value):
                 continue  # a degenerate group carries no information
-            self._average.update(value)
+            self._average.update(value if self.s2_cap is None else min(value, self.s2_cap))
             if self._c is None and self._average.n >= self.warmup:
                 if self.scale == "paper":
                     self._c = 1.0
@@ -127,11 +131,11 @@ class AnchorWeighter:
 def _weighter_state(self: AnchorWeighter) -> dict:
     "JSON-serialisable state (configuration included)."
     return {"warmup": self.warmup, "w_max": self.w_max, "target_weight": self.target_weight, "scale": self.scale,
-            "average": self._average.state_dict(), "c": self._c}
+            "s2_cap": self.s2_cap, "average": self._average.state_dict(), "c": self._c}
 
 def _weighter_load(self: AnchorWeighter, state: dict) -> None:
     self.__init__(state["average"]["half_life"], state["warmup"], state["w_max"], state["target_weight"],
-                  state.get("scale", "official"))  # states written before `scale` existed used the official rule
+                  state.get("scale", "official"), state.get("s2_cap"))  # older states: the official rule, uncapped
     self._average.load_state_dict(state["average"])
     self._c = None if state["c"] is None else float(state["c"])
 

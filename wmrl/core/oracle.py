@@ -121,18 +121,20 @@ class GradientOracle:
         if shadow.spec.executes not in ("anchors", "adaptive"):
             return None, True
         c = shadow.config
-        k = anchor_count(n_groups, c.anchor_fraction, c.min_anchor_groups) if shadow.spec.executes == "anchors" \
+        k = anchor_count(n_groups, c.anchor_fraction, c.min_anchor_groups, c.max_concurrent) if shadow.spec.executes == "anchors" \
             else shadow.adaptive_count(n_groups)
         return anchor_draws(n_groups, k, self.max_draws, seed=step)
 
 # %% ../../nbs/155_oracle.ipynb #1e9f8068
-def _advance(self: GradientOracle, step: int, group_ids, predicted, real, categories=None) -> None:
-    "One ordinary step of every shadow (its own scheduler's draw); `real` needs values on those anchors only."
+def _advance(self: GradientOracle, step: int, group_ids, predicted, real, categories=None) -> dict:
+    "One ordinary step of every shadow (its own scheduler's draw): {estimator: CorrectionResult}."
     codes, keys = factorize_groups(group_ids)
-    predicted = np.asarray(predicted, float)
-    for shadow in self.shadows.values():
+    predicted, real = np.asarray(predicted, float), np.asarray(real, float)
+    results = {}
+    for name, shadow in self.shadows.items():
         flags = shadow.plan(keys, step)
-        shadow.correct(group_ids, predicted, np.where(flags[codes], np.asarray(real, float), np.nan), categories)
+        results[name] = shadow.correct(group_ids, predicted, np.where(flags[codes], real, np.nan), categories)
+    return results
 
 GradientOracle.advance = _advance
 

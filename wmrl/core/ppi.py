@@ -14,7 +14,7 @@ import numpy as np
 from .advantages import AdvantageResult, advantages_from_codes
 
 # %% auto #0
-__all__ = ['rectified_advantages', 'ppi_lambda', 'PowerTuner']
+__all__ = ['rectified_advantages', 'ppi_lambda', 'design_lambda', 'PowerTuner']
 
 # %% ../../nbs/147_ppi.ipynb #b042418d
 def rectified_advantages(predicted: np.ndarray,  # (N,) world-model rewards of every row (NaN = no prediction)
@@ -23,6 +23,8 @@ def rectified_advantages(predicted: np.ndarray,  # (N,) world-model rewards of e
                          codes: np.ndarray, n_groups: int, lam: float, scale: str = "group", eps: float = 1e-4,
                          min_graded: int = 2) -> AdvantageResult:
     "Per-row PPI coefficients λÂ (world-model rows) and (M/k)A − (M/k − 1)λÂ (anchor rows), as an AdvantageResult."
+    if not np.asarray(anchor_rows, bool).any():
+        raise ValueError("prediction-powered advantages need at least one anchor group this step (k >= 1)")
     anchor_rows = np.asarray(anchor_rows, bool)
     k = len(np.unique(codes[anchor_rows]))
     predicted_advantages = advantages_from_codes(predicted, codes, n_groups, scale, eps, min_graded)
@@ -30,6 +32,8 @@ def rectified_advantages(predicted: np.ndarray,  # (N,) world-model rewards of e
     hat = predicted_advantages.advantages  # 0 where the row has no prediction: the same 0 in both terms
     ratio = n_groups / k if k else 0.0
     coefficients = np.where(anchor_rows, ratio * real_advantages.advantages - (ratio - 1.0) * lam * hat, lam * hat)
+    # An anchor row without a real reward keeps its −(M/k − 1)λÂ term (A counts as 0): dropping it would make the mean
+    # over draws differ from the all-real advantages, which exclude that row too. So it stays in the mask.
     mask = np.where(anchor_rows, real_advantages.mask | predicted_advantages.mask, predicted_advantages.mask)
     return AdvantageResult(np.where(mask, coefficients, 0.0), mask, n_groups, predicted_advantages.n_graded_rows,
                            predicted_advantages.n_skipped_groups, predicted_advantages.n_degenerate_groups)
@@ -40,38 +44,43 @@ def ppi_lambda(labelled: np.ndarray, labelled_predicted: np.ndarray, unlabelled_
     y, y_hat, pool = (np.asarray(v, float).reshape(-1) for v in (labelled, labelled_predicted, unlabelled_predicted))
     if len(y) != len(y_hat) or len(y) < 2 or len(pool) < 1:
         return math.nan
-    covariance = float(np.mean((y - y.mean()) * (y_hat - y_hat.mean())))
+    covariance = float(np.mean((y - y.mean()) * (y_hat - y_hat.mean())))  # ddof 0 here and ddof 1 below, as ppi-python
     variance = float(np.var(np.concatenate([y_hat, pool]), ddof=1))
     if not variance > 0:
         return math.nan
     return float(np.clip(covariance / ((1.0 + len(y) / len(pool)) * variance), 0.0, 1.0))
 
-# %% ../../nbs/147_ppi.ipynb #293f4922
+# %% ../../nbs/147_ppi.ipynb #4efc271c
+def design_lambda(labelled: np.ndarray, labelled_predicted: np.ndarray) -> float:
+    "Cov(A, Â)/Var(Â) over past anchor rows, clipped to [0, 1]: a row-level proxy for Theorem 3's λ* (NaN without spread)."
+    y, y_hat = np.asarray(labelled, float).reshape(-1), np.asarray(labelled_predicted, float).reshape(-1)
+    if len(y) != len(y_hat) or len(y) < 2 or not np.var(y_hat) > 0:
+        return math.nan
+    return float(np.clip(np.mean((y - y.mean()) * (y_hat - y_hat.mean())) / np.var(y_hat), 0.0, 1.0))
+
+# %% ../../nbs/147_ppi.ipynb #87659608
 class PowerTuner:
-    "λ from a window of past anchor rows' (A, Â) and past rows' Â; `start` until a window can estimate it."
+    "λ = design_lambda over a window of past anchor rows' (A, Â); `start` until the window can estimate it."
 
     def __init__(self, start: float = 1.0, window: int = 1024, tuned: bool = True):
         if not (math.isfinite(start) and start >= 0) or window < 2:
             raise ValueError(f"need a finite start >= 0 and window >= 2, got {start}, {window}")
         self.start, self.window, self.tuned = float(start), int(window), bool(tuned)
-        self.real, self.hat, self.pool = [], [], []  # anchor rows' A and Â; every row's Â (most recent last)
+        self.real, self.hat = [], []  # past anchor rows' A and Â, most recent last
 
     def value(self) -> float:
         "λ for this step (from past steps only)."
-        if not self.tuned:
-            return self.start
-        lam = ppi_lambda(self.real, self.hat, self.pool)
+        lam = design_lambda(self.real, self.hat) if self.tuned else math.nan
         return self.start if math.isnan(lam) else lam
 
-    def observe(self, real_advantages, predicted_advantages, every_predicted) -> None:
-        "Add one step's anchor rows (A, Â) and all rows' Â, after the step trained."
+    def observe(self, real_advantages, predicted_advantages) -> None:
+        "Add one step's anchor rows (A, Â), after the step trained."
         self.real = (self.real + [float(v) for v in real_advantages])[-self.window:]
         self.hat = (self.hat + [float(v) for v in predicted_advantages])[-self.window:]
-        self.pool = (self.pool + [float(v) for v in every_predicted])[-4 * self.window:]
 
     def state_dict(self) -> dict:
-        return {"start": self.start, "window": self.window, "tuned": self.tuned, "real": self.real, "hat": self.hat, "pool": self.pool}
+        return {"start": self.start, "window": self.window, "tuned": self.tuned, "real": self.real, "hat": self.hat}
 
     def load_state_dict(self, state: dict) -> None:
         self.__init__(state["start"], state["window"], state["tuned"])
-        self.real, self.hat, self.pool = list(state["real"]), list(state["hat"]), list(state["pool"])
+        self.real, self.hat = list(state["real"]), list(state["hat"])

@@ -1,0 +1,95 @@
+"""The paper's protocol first: wmrl − grpo_real at every evaluation step both methods share, with paired t-intervals,
+Holm's correction over the steps, the compute ratio at each step (the ceiling of an equal-score ratio), and where
+the two level off over windows fixed in code (wmrl.autoresearch.matched). Reads a curated results folder (runs.json)
+or a grid folder (*/metrics.json); prints JSON and a markdown table.
+
+    python reproductions/bench/matched_steps.py reproductions/results/autoresearch_long [--first wmrl] [--second grpo_real]
+        [--last-evals 4]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from wmrl.autoresearch.matched import curves_from_compact, curves_from_metrics, matched_steps, plateau_comparison
+
+
+def load_curves(folder: Path) -> dict:
+    if any(folder.glob("*/metrics.json")):
+        from wmrl.autoresearch.summary import load_runs
+        return curves_from_metrics(load_runs(folder))
+    if (folder / "runs.json").is_file():
+        return curves_from_compact(json.loads((folder / "runs.json").read_text()))
+    raise FileNotFoundError(f"{folder} has neither */metrics.json nor runs.json")
+
+
+def contrasts(curves: dict) -> tuple[int, dict]:
+    "The pre-registered contrasts (wmrl.autoresearch.summary.CONTRASTS) at the last step every run evaluates, Holm over them."
+    from wmrl.autoresearch.summary import CONTRASTS
+    from wmrl.core.paired import holm, paired_contrast
+    step = max(set.intersection(*[set(c["steps"]) for seeds in curves.values() for c in seeds.values()]))
+    score = lambda method: {s: c["score"][c["steps"].index(step)] for s, c in curves[method].items()}
+    out = {name: paired_contrast(score(a), score(b)) for name, (a, b) in CONTRASTS.items() if a in curves and b in curves}
+    adjusted = holm({name: c["p"] for name, c in out.items()})
+    return step, {name: {**c, "p_holm": adjusted[name]} for name, c in out.items()}
+
+
+def _f(value: float, digits: int = 2) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{value:+.{digits}f}" if digits == 2 else f"{value:.{digits}f}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, nargs="+", help="one or more grids on the same seeds (their methods are merged)")
+    parser.add_argument("--first", default="wmrl")
+    parser.add_argument("--second", default="grpo_real")
+    parser.add_argument("--last-evals", type=int, default=4)
+    parser.add_argument("--contrasts", action="store_true", help="also the grid's pre-registered contrasts with Holm's correction")
+    args = parser.parse_args(argv)
+    try:
+        curves = {}
+        for folder in args.folder:
+            curves.update(load_curves(folder))
+        if args.first not in curves or args.second not in curves:
+            raise ValueError(f"{[str(f) for f in args.folder]} need runs of {args.first} and {args.second}; they have {sorted(curves)}")
+        if args.last_evals < 1:
+            raise ValueError(f"--last-evals must be >= 1, got {args.last_evals}")
+    except (OSError, ValueError) as err:
+        print(f"matched_steps: {err}", file=sys.stderr)
+        return 2
+    if args.contrasts:
+        step, table = contrasts(curves)
+        print(f"| contrast at step {step} | mean | bootstrap 95% | t 95% | p | Holm p |\n|---|---:|---|---|---:|---:|")
+        for name, c in table.items():
+            print(f"| {name} | {_f(c['mean'])} | [{_f(c['ci_low'])}, {_f(c['ci_high'])}] | [{_f(c['t_low'])}, {_f(c['t_high'])}] | "
+                  f"{_f(c['p'], 3)} | {_f(c['p_holm'], 3)} |")
+        print()
+    rows = matched_steps(curves, args.first, args.second)
+    gap = plateau_comparison(curves, args.first, args.second, args.last_evals)
+    print(f"| step | seeds | {args.first} − {args.second} | 95% t | p | Holm p | compute ratio at this step |")
+    print("|---:|---:|---:|---|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['step']} | {len(r['seeds'])} | {_f(r['mean'])} | [{_f(r['t_low'])}, {_f(r['t_high'])}] | "
+              f"{_f(r['p'], 3)} | {_f(r['p_holm'], 3)} | {_f(r['cost_ratio'], 2).lstrip('+')}× |")
+    from wmrl.core.paired import ratio_at_equal_score
+    equal = ratio_at_equal_score(curves[args.second], curves[args.first], 1.0, target_window=args.last_evals)
+    if "why_nan" not in gap:  # a level read over a window that reaches step 0 is no level
+        print(f"\nequal score at {args.second}'s level over its last {args.last_evals} evaluations ({equal['target']:.2f}): "
+              + (f"{equal['ratio']:.2f}× [{equal['ci_low']:.2f}, {equal['ci_high']:.2f}]" if math.isfinite(equal.get("ratio", math.nan))
+                 else f"no ratio ({equal.get('why_ratio')}; {100 * equal['share_not_reached']:.1f}% of resamples never reach it)"))
+    if "why_nan" in gap:
+        print(f"\nlevels: not compared ({gap['why_nan']})")
+        print(json.dumps({"matched_steps": rows, "plateau_comparison": gap}, default=str))
+        return 0
+    print(f"\nlevels ({args.first} over {gap['windows'][args.first]}, {args.second} over {gap['windows'][args.second]}): "
+          f"{args.first} − {args.second} {_f(gap['mean'])} [{_f(gap['t_low'])}, {_f(gap['t_high'])}] (95% t), "
+          f"bootstrap [{_f(gap['ci_low'])}, {_f(gap['ci_high'])}], p = {_f(gap['p'], 3)}")
+    print(json.dumps({"matched_steps": rows, "plateau_comparison": gap}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
