@@ -62,3 +62,20 @@ def test_windowed_target_is_not_reached_on_the_committed_long_grid():
     equal = ratio_at_equal_score(curves["grpo_real"], curves["wmrl"], 1.0, target_window=4)
     assert equal["target"] == pytest.approx(77.50, abs=0.01) and math.isnan(equal["ratio"])
     assert equal["share_not_reached"] > 0.9
+
+
+def test_the_committed_oracle_report_is_what_its_command_prints(tmp_path):
+    "reproductions/results/autoresearch_oracle/oracle.json regenerates from the curated oracle_runs.json beside it."
+    import sys
+    sys.path.insert(0, str(RESULTS.parent / "bench"))
+    import gradient_oracle
+    folder = RESULTS / "autoresearch_oracle"
+    assert gradient_oracle.main([str(folder), "--out", str(tmp_path)]) == 0
+    fresh, committed = (json.loads((p / "oracle.json").read_text()) for p in (tmp_path, folder))
+    for method in ("grpo_real", "wmrl"):
+        for name, estimators in committed[method].items():
+            for estimator, measures in estimators.items():
+                for key, entry in measures.items():
+                    assert fresh[method][name][estimator][key]["mean"] == pytest.approx(entry["mean"], abs=1e-12, nan_ok=True)
+    assert all(row["holds"] for row in fresh["known_answers"])  # the instruments' known answers, on real batches
+    assert committed["same_as_full"]["max_abs_difference"] == 0.0  # the probed runs are the full grid's runs

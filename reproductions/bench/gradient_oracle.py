@@ -81,29 +81,37 @@ def aggregate(runs: list[dict], method: str) -> dict:
                    for est, slot in oracle.items()} for name, oracle in values.items()}
 
 
+WINDOW = 5  # steps per row of the diagnostics tables (a seed's steps are averaged first, then seeds)
+
+
+def _window(step: int) -> str:
+    return f"{step // WINDOW * WINDOW}–{step // WINDOW * WINDOW + WINDOW - 1}"
+
+
 def blind_spots(runs: list[dict], method: str) -> dict:
-    "Per step, over seeds: share of executed rows that failed for real while the world model predicted ok."
-    per_step: dict = {}
+    "Per 5-step window, over seeds: share of executed rows that failed for real while the world model predicted ok."
+    per_window: dict = {}
     for run in (r for r in runs if r["method"] == method):
         for step, diag in enumerate(run["diagnostics"]):
             rows = [a for a in diag.get("anchor_rows", []) if a[2]]  # rows with a prediction
             if rows:
                 share = sum(a[2] == "ok" and a[3] in FAILED for a in rows) / len(rows)
-                per_step.setdefault(step, {})[run["seed"]] = share
-    return {step: seed_clustered({s: [v] for s, v in seeds.items()}) for step, seeds in sorted(per_step.items())}
+                per_window.setdefault(_window(step), {}).setdefault(run["seed"], []).append(share)
+    return {w: seed_clustered(seeds) for w, seeds in per_window.items()}
 
 
 def flat_and_share(runs: list[dict], method: str) -> dict:
-    "Per step, over seeds: the share of world-model groups flat after calibration, and the anchor share of the update."
+    "Per 5-step window, over seeds: world-model groups flat before and after calibration, the anchor share of the update."
     out: dict = {"flat_calibrated": {}, "flat_raw": {}, "anchor_share": {}}
     for run in (r for r in runs if r["method"] == method):
         for step, d in enumerate(run["diagnostics"]):
+            w = _window(step)
             if d.get("n_wm_groups"):
-                out["flat_calibrated"].setdefault(step, {})[run["seed"]] = [d["n_flat_calibrated_wm_groups"] / d["n_wm_groups"]]
-                out["flat_raw"].setdefault(step, {})[run["seed"]] = [d["n_flat_raw_wm_groups"] / d["n_wm_groups"]]
+                out["flat_calibrated"].setdefault(w, {}).setdefault(run["seed"], []).append(d["n_flat_calibrated_wm_groups"] / d["n_wm_groups"])
+                out["flat_raw"].setdefault(w, {}).setdefault(run["seed"], []).append(d["n_flat_raw_wm_groups"] / d["n_wm_groups"])
             if d.get("anchor_share") is not None and math.isfinite(d["anchor_share"]):
-                out["anchor_share"].setdefault(step, {})[run["seed"]] = [d["anchor_share"]]
-    return {k: {step: seed_clustered(v) for step, v in sorted(steps.items())} for k, steps in out.items()}
+                out["anchor_share"].setdefault(w, {}).setdefault(run["seed"], []).append(d["anchor_share"])
+    return {k: {w: seed_clustered(v) for w, v in windows.items()} for k, windows in out.items()}
 
 
 def same_as_full(runs: list[dict], full: Path) -> dict:
@@ -160,14 +168,15 @@ def markdown(report: dict) -> str:
               for r in report["known_answers"]]
     lines += ["", "## On-policy diagnostics", "",
               "Share of executed programs that failed for real while the world model predicted `ok` (blind-spot "
-              "failures), per step, mean over seeds [95% t]:", "", "| step | grpo_real (all 64 rows) | wmrl (anchor rows) |",
+              "failures), per 5 steps, mean over seeds [95% t]:", "", "| steps | grpo_real (all 64 rows) | wmrl (anchor rows) |",
               "|---|---|---|"]
-    for step in sorted(set(report["blind_spots"]["grpo_real"]) | set(report["blind_spots"]["wmrl"]), key=int):
+    order = lambda windows: sorted(windows, key=lambda w: int(w.split("–")[0]))
+    for step in order(set(report["blind_spots"]["grpo_real"]) | set(report["blind_spots"]["wmrl"])):
         lines.append(f"| {step} | {_ci(report['blind_spots']['grpo_real'].get(step))} | {_ci(report['blind_spots']['wmrl'].get(step))} |")
     lines += ["", "WMRL: share of world-model groups flat after calibration, and the anchor groups' share of the update's "
-              "coefficient mass, per step:", "", "| step | flat raw | flat calibrated | anchor share |", "|---|---|---|---|"]
+              "coefficient mass, per 5 steps:", "", "| steps | flat raw | flat calibrated | anchor share |", "|---|---|---|---|"]
     wm = report["wmrl_update"]
-    for step in sorted(wm["anchor_share"], key=int):
+    for step in order(wm["anchor_share"]):
         lines.append(f"| {step} | {_ci(wm['flat_raw'].get(step))} | {_ci(wm['flat_calibrated'].get(step))} | {_ci(wm['anchor_share'].get(step))} |")
     check = report["same_as_full"]
     lines += ["", f"**The probed runs equal the full grid's**: {check['n_compared']} shared evaluations, largest "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -21,8 +22,8 @@ from ..core.settings import did_you_mean, read_yaml
 
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S', 'TIMEOUT_SHARE',
-           'PARALLEL_SPEEDUP', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root', 'provenance',
-           'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'run_specs', 'run_grid',
+           'PARALLEL_SPEEDUP', 'ORACLE_STEP_S', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
+           'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'run_specs', 'run_grid',
            'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
            'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
@@ -211,11 +212,15 @@ REFERENCE_BUDGET_S = 10.0  # the CPU-s per program the constants above and below
 TIMEOUT_SHARE = 0.35  # of a 10 CPU-s grid's core time, what programs killed at the limit used (full grid, seeds 0-2)
 PARALLEL_SPEEDUP = 1.28  # two runs at a time against one at a time, measured on the full grid's seeds 0-2
 
+ORACLE_STEP_S = 2.0  # CPU-s of the gradient oracle per probed step with its default instruments (measured: 1-2.5 s)
+
 def estimate_grid_seconds(grid: dict, cores: int = 2) -> float:
     """A rough wall-time estimate of an AutoResearch grid on `cores` idle cores, printed before it starts: every
     training and evaluation program executed (no cache hits, so an upper bound on sandbox work), at the measured
     CPU-seconds per program, spread over the cores, plus a fixed overhead per run. A program that times out costs
-    the whole budget, so the timeouts' share scales with `timeout_s`."""
+    the whole budget, so the timeouts' share scales with `timeout_s`. A gradient probe (`oracle`) on a method other
+    than grpo_real executes the rest of the batch at every `probe_every`-th step, and the oracle's own arithmetic
+    costs about ORACLE_STEP_S per probed step."""
     from wmrl.core.anchors import anchor_count
     total = 0.0
     for spec in expand_grid(grid):
@@ -228,8 +233,12 @@ def estimate_grid_seconds(grid: dict, cores: int = 2) -> float:
         n_heldout = len(p["heldout_tasks"]) or 13
         budget_s = float(p["timeout_s"]) or REFERENCE_BUDGET_S
         timeout_scale = 1.0 - TIMEOUT_SHARE + TIMEOUT_SHARE * budget_s / REFERENCE_BUDGET_S
+        probed = math.ceil(p["steps"] / int(p["oracle"].get("probe_every", 1))) if p.get("oracle") else 0
+        if p["method"] not in ("grpo_real", "pure_wm"):  # a probe step executes the groups the run did not
+            executes += probed * (p["tasks_per_step"] - executes) / max(1, p["steps"])
         total += timeout_scale * (p["steps"] * executes * p["group_size"] * SECONDS_PER_EXECUTION["train"]
-                                  + n_evals * n_heldout * p["eval_samples"] * SECONDS_PER_EXECUTION["eval"]) + RUN_OVERHEAD_S
+                                  + n_evals * n_heldout * p["eval_samples"] * SECONDS_PER_EXECUTION["eval"]) \
+            + RUN_OVERHEAD_S + probed * ORACLE_STEP_S
     return total / cores / (PARALLEL_SPEEDUP if int(grid.get("parallel_runs", 1)) > 1 else 1.0)
 
 # %% ../../nbs/440_runner.ipynb #ae019992
