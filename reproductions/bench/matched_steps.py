@@ -17,13 +17,26 @@ from pathlib import Path
 from wmrl.autoresearch.matched import curves_from_compact, curves_from_metrics, matched_steps, plateau_comparison
 
 
-def load_curves(folder: Path) -> dict:
+def load_curves(folder: Path, cost: str = "sandbox_cpu_s") -> dict:
+    """Curves of a grid folder or a curated one. cost="executions" counts training executions instead of measured
+    CPU-seconds (each run's total spread evenly over its steps): machine-independent, so grids of different days compare."""
     if any(folder.glob("*/metrics.json")):
         from wmrl.autoresearch.summary import load_runs
-        return curves_from_metrics(load_runs(folder))
-    if (folder / "runs.json").is_file():
-        return curves_from_compact(json.loads((folder / "runs.json").read_text()))
-    raise FileNotFoundError(f"{folder} has neither */metrics.json nor runs.json")
+        runs = load_runs(folder)
+        curves = curves_from_metrics(runs)
+        totals = {(m, r["config"]["seed"]): (r["totals"]["n_executions"], r["steps_done"]) for m, rs in runs.items() for r in rs}
+    elif (folder / "runs.json").is_file():
+        rows = json.loads((folder / "runs.json").read_text())
+        curves = curves_from_compact(rows)
+        totals = {(r["method"], int(r["seed"])): (r["n_executions"], max(e[0] for e in r["evals"])) for r in rows}
+    else:
+        raise FileNotFoundError(f"{folder} has neither */metrics.json nor runs.json")
+    if cost == "executions":
+        for method, seeds in curves.items():
+            for seed, curve in seeds.items():
+                n, steps = totals[(method, seed)]
+                curve["cost"] = [n / steps * step for step in curve["steps"]]
+    return curves
 
 
 def contrasts(curves: dict) -> tuple[int, dict]:
@@ -48,11 +61,13 @@ def main(argv=None) -> int:
     parser.add_argument("--second", default="grpo_real")
     parser.add_argument("--last-evals", type=int, default=4)
     parser.add_argument("--contrasts", action="store_true", help="also the grid's pre-registered contrasts with Holm's correction")
+    parser.add_argument("--cost", choices=["sandbox_cpu_s", "executions"], default="sandbox_cpu_s",
+                        help="the compute the ratios count: measured training sandbox CPU-s, or training executions")
     args = parser.parse_args(argv)
     try:
         curves = {}
         for folder in args.folder:
-            curves.update(load_curves(folder))
+            curves.update(load_curves(folder, args.cost))
         if args.first not in curves or args.second not in curves:
             raise ValueError(f"{[str(f) for f in args.folder]} need runs of {args.first} and {args.second}; they have {sorted(curves)}")
         if args.last_evals < 1:
@@ -75,6 +90,10 @@ def main(argv=None) -> int:
         print(f"| {r['step']} | {len(r['seeds'])} | {_f(r['mean'])} | [{_f(r['t_low'])}, {_f(r['t_high'])}] | "
               f"{_f(r['p'], 3)} | {_f(r['p_holm'], 3)} | {_f(r['cost_ratio'], 2).lstrip('+')}× |")
     from wmrl.core.paired import ratio_at_equal_score
+    final = ratio_at_equal_score(curves[args.second], curves[args.first], 1.0)
+    print(f"\nequal score at {args.second}'s last evaluation ({final['target']:.2f}), in {args.cost}: " + (f"{final['ratio']:.2f}× [{final['ci_low']:.2f}, {final['ci_high']:.2f}]"
+                             if math.isfinite(final.get("ratio", math.nan)) else f"no ratio ({final.get('why_ratio')})")
+          + f"; {100 * final['share_not_reached']:.1f}% of resamples never reach it")
     equal = ratio_at_equal_score(curves[args.second], curves[args.first], 1.0, target_window=args.last_evals)
     if "why_nan" not in gap:  # a level read over a window that reaches step 0 is no level
         print(f"\nequal score at {args.second}'s level over its last {args.last_evals} evaluations ({equal['target']:.2f}): "

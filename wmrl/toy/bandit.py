@@ -30,7 +30,7 @@ from wmrl.toy.lanes import (
 )
 
 # %% auto #0
-__all__ = ['VARIANTS', 'VARIANT_FLAGS', 'BanditProblem', 'shared_arm_features', 'risky_problem', 'two_context_problem',
+__all__ = ['VARIANTS', 'VARIANT_FLAGS', 'RECTIFY', 'BanditProblem', 'shared_arm_features', 'risky_problem', 'two_context_problem',
            'policy_probs', 'objective', 'regulariser_logit_grad', 'exact_gradient', 'optimal_theta', 'BanditConfig',
            'predict_rewards', 'real_outcomes', 'BanditRun', 'residual_bias', 'simulate', 'final_gap', 'mean_ci95',
            'summarise', 'plot_gap_curves']
@@ -142,7 +142,10 @@ VARIANT_FLAGS = {
     "denoise_only": (True, True, False, True, False),
     "wmrl": (True, True, True, True, False),
     "anchors_only": (False, True, False, False, True),
+    "ppi": (True, True, False, False, False),  # beyond the paper: prediction-powered (wmrl.core.ppi), λ = 1
+    "wmrl_ppi": (True, True, True, False, False),  # ... on the calibrated predictions (the map before the step)
 }
+RECTIFY = ("ppi", "wmrl_ppi")  # lanes whose anchors rectify the world model's advantages instead of replacing rewards
 
 # %% ../../nbs/010_bandit.ipynb #764f6d85
 @dataclass(frozen=True)
@@ -266,18 +269,19 @@ def residual_bias(calibrator: BatchCalibrator, debias: np.ndarray, problem: Band
 
 # %% ../../nbs/010_bandit.ipynb #d1b3abc6
 def _lane_flags(config: BanditConfig) -> tuple[np.ndarray, ...]:
-    "Five (L,) boolean arrays (uses_wm, uses_anchors, debias, denoise, anchors_only), lanes = variant-major."
-    flags = np.array([VARIANT_FLAGS[name] for name in config.variants], dtype=bool)
-    return tuple(np.repeat(flags[:, column], config.seeds) for column in range(5))
+    "Six (L,) boolean arrays (uses_wm, uses_anchors, debias, denoise, anchors_only, rectify), lanes = variant-major."
+    flags = np.array([(*VARIANT_FLAGS[name], name in RECTIFY) for name in config.variants], dtype=bool)
+    return tuple(np.repeat(flags[:, column], config.seeds) for column in range(6))
 
 # %% ../../nbs/010_bandit.ipynb #1b24c1c5
 def _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, flags):
-    "Rewards, row multipliers and anchor pairs of one step for all lanes (the correction step, vectorised)."
-    uses_wm, uses_anchors, debias, denoise, anchors_only = flags
+    "Rewards, row multipliers, anchor pairs and the prediction-powered advantages of one step, for all lanes."
+    uses_wm, uses_anchors, debias, denoise, anchors_only, rectify = flags
     real = real_outcomes(config, expected, stream["outcome_uniform"])
     predicted = predict_rewards(config, expected, arms, stream["normals"], stream["imagined_uniform"])
     anchors = stream["anchors"]
-    before = calibrator.apply(predicted) if config.s2_rule == "out_of_sample" else None  # the map before the pairs
+    prior = calibrator.apply(predicted) if config.s2_rule == "out_of_sample" or rectify.any() else None
+    before = prior if config.s2_rule == "out_of_sample" else None  # the map before the pairs
     pair_rows = np.broadcast_to((anchors & debias[:, None])[..., None], predicted.shape)
     if pair_rows.any():
         lane_of_row = np.broadcast_to(lanes[:, None, None], predicted.shape)
@@ -293,7 +297,12 @@ def _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, 
     multipliers = step_preserving_multipliers(anchors, weight, anchors_only)  # the bandit's denoising rule
     executed = np.where(uses_anchors, anchors.sum(-1), np.where(uses_wm, 0, config.groups_per_step))
     real_rows = executed * config.group_size  # anchor variants pay for anchor groups only; grpo_real for all
-    return rewards, multipliers, weight, real_rows
+    rectified = np.zeros_like(predicted)
+    if rectify.any():  # λÂ on every group, + (M/k)(A − λÂ) on the anchors (λ = 1; wmrl.core.ppi), Â from the prior map
+        hat, true = batch_group_advantages(prior, config.scale), batch_group_advantages(real, config.scale)
+        ratio = (anchors.shape[-1] / anchors.sum(-1))[:, None, None]
+        rectified = hat + anchors[..., None] * ratio * (true - hat)
+    return rewards, multipliers, weight, real_rows, rectified
 
 # %% ../../nbs/010_bandit.ipynb #a312abff
 def simulate(problem: BanditProblem, config: BanditConfig) -> BanditRun:
@@ -324,9 +333,11 @@ def simulate(problem: BanditProblem, config: BanditConfig) -> BanditRun:
         probs = policy_probs(theta, problem.features)
         arms = sample_arms(probs, stream["contexts"], stream["arm_uniform"])
         expected = problem.rewards[stream["contexts"][..., None], arms]
-        rewards, multipliers, weight, rows = _train_rewards(config, stream, expected, arms, lanes, calibrator, weighter, flags)
+        rewards, multipliers, weight, rows, rectified = _train_rewards(config, stream, expected, arms, lanes, calibrator,
+                                                                       weighter, flags)
         real_rows = real_rows + rows
-        coefficients = batch_group_advantages(rewards, config.scale) * multipliers[..., None] / rewards[0].size
+        advantages = batch_group_advantages(rewards, config.scale) * multipliers[..., None]
+        coefficients = np.where(flags[5][:, None, None], rectified, advantages) / rewards[0].size
         gradient = policy_gradient(probs, stream["contexts"], arms, coefficients, problem.features)
         gradient += np.einsum("lka,kad->ld", regulariser_logit_grad(probs, config.kl_beta, config.entropy_coef), problem.features) / K
         theta = theta + config.step_size * gradient
@@ -365,7 +376,8 @@ def plot_gap_curves(run: BanditRun, ax=None, variants: tuple | None = None, log:
     "Optimality gap vs step with shaded 95% bands over seeds (one line per variant)."
     import matplotlib.pyplot as plt
     ax = ax if ax is not None else plt.gca()
-    palette = dict(zip(VARIANTS, ["black", "tab:red", "tab:orange", "tab:blue", "tab:purple", "tab:green", "tab:gray"]))
+    palette = dict(zip(VARIANT_FLAGS, ["black", "tab:red", "tab:orange", "tab:blue", "tab:purple", "tab:green", "tab:gray",
+                                       "tab:brown", "tab:olive"]))
     for name in variants or run.config.variants:
         gaps = run.gap[:, run.variant(name)]
         mean = gaps.mean(1)
