@@ -212,3 +212,19 @@ def test_evaluation_uses_real_rewards(policy, scorer, tmp_path):
     metrics = trainer.evaluate()
     assert scorer.counts["executed"] + scorer.counts["cache_hits"] - executed_before == 8  # every eval row executed
     assert trainer.wmrl_history == [] and 0.0 <= metrics["eval_reward"] <= 1.0
+
+
+def test_prediction_powered_coefficients_reach_the_loss(policy, scorer, tmp_path):
+    "wmrl_ppi: TRL's advantages still match the rewards' own, and the loss sees the rectified coefficients (issue 23)."
+    config = CorrectionConfig(method="wmrl_ppi", anchor_fraction=0.25, min_pairs=4, refit_every=1, ppi_tuned=False)
+    trainer = make_trainer(policy, scorer, tmp_path, config, max_steps=2)
+    seen = record_loss_advantages(trainer)
+    trainer.train()
+    assert len(trainer.wmrl_history) == 2 and len(seen) == 2
+    for record, used in zip(trainer.wmrl_history, seen):
+        anchor, weighted = np.array(record["anchor_rows"]), np.array(record["weighted_advantages"])
+        np.testing.assert_allclose(np.array(record["trl_advantages"]), np.array(record["advantages"]), atol=1e-5)
+        np.testing.assert_allclose(np.sort(used), np.sort(weighted), atol=1e-6)  # what trains is the rectified value
+        assert anchor.any() and not anchor.all()
+        # anchor rows train on (M/k)A − (M/k − 1)λÂ with M/k = 4 and λ = 1, not on their plain advantage A
+        assert not np.allclose(weighted[anchor], np.array(record["advantages"])[anchor])

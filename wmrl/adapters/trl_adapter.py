@@ -282,7 +282,8 @@ def _log_step(self, result, local: slice, trl_advantages: np.ndarray, mismatch: 
         "group_ids": list(self._wmrl_plan["group_ids"]), "local": [local.start, local.stop],
         "predicted": predicted.tolist(), "real": real.tolist(), "rewards": result.rewards.tolist(),
         "anchor_rows": result.anchor_rows.tolist(), "multipliers": result.multipliers.tolist(),
-        "advantages": result.advantages.tolist(), "trl_advantages": trl_advantages.tolist()})
+        "advantages": result.advantages.tolist(), "trl_advantages": trl_advantages.tolist(),
+        "weighted_advantages": result.weighted_advantages.tolist()})
 
 # %% ../../nbs/510_trl_adapter.ipynb #c80ff5dd
 def tiny_policy(out_dir, seed: int = 0, vocab_size: int = 512) -> Path:

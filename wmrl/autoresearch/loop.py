@@ -208,7 +208,7 @@ def _train_step(self: AutoResearchRun) -> dict:
     group_ids = np.repeat([g.key for g in groups], c.group_size)
     result = self.corrector.correct(group_ids, predicted, real, [g.task.category for g in groups for _ in g.codes])
     with timed() as clock:
-        coefficients = result.advantages * result.multipliers / n_rows
+        coefficients = result.weighted_advantages / n_rows
         programs = [p for g in groups for p in g.programs]
         phi = np.stack([g.features for g in groups for _ in g.programs])
         norm = self.policy.update(self.policy.grad_log_prob(programs, phi, coefficients), c.lr, c.max_norm) \

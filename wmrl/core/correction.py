@@ -85,11 +85,12 @@ class CorrectionResult:
     mask: np.ndarray  # (N,) bool, rows that contribute
     anchor_rows: np.ndarray  # (N,) bool, rows of the groups plan() chose
     stats: dict = field(default_factory=dict)  # floats to log
+    coefficients: np.ndarray | None = None  # (N,) ppi, wmrl_ppi: what trains, not advantages × multipliers (None: it is)
 
     @property
     def weighted_advantages(self) -> np.ndarray:
-        "advantages * multipliers: what replaces a GRPO advantage in the loss."
-        return self.advantages * self.multipliers
+        "What replaces a GRPO advantage in the loss: advantages × multipliers, or the rectified coefficients."
+        return self.advantages * self.multipliers if self.coefficients is None else self.coefficients
 
 # %% ../../nbs/150_correction.ipynb #cf75a128
 class WMRLCorrector:
@@ -314,17 +315,19 @@ def _correct(self: WMRLCorrector, group_ids, predicted, real, categories=None) -
     self._plan = None
     learned = self._learn_from_anchors(predicted, real, plan_position[codes], anchor_rows, labels)
     world_model_rewards = learned["calibrated"] if self.spec.train_world_model_rows else np.full(n_rows, np.nan)
+    rectified = None
     if self.spec.rectify:  # the map from before this step's pairs: the draw must not shape the predictions
         world_model_rewards = learned["before"]
-        advantage, learned["ppi_lambda"] = self._rectify(learned["before"], real, anchor_rows, codes, len(keys))
+        rectified, learned["ppi_lambda"] = self._rectify(learned["before"], real, anchor_rows, codes, len(keys))
     rewards = np.where(anchor_rows, real, world_model_rewards)
-    if not self.spec.rectify:
-        advantage = advantages_from_codes(rewards, codes, len(keys), self.config.scale, self.config.eps,
-                                          int(self.config.min_graded))
-    multipliers = self._multipliers(advantage.mask, anchor_rows)
+    advantage = advantages_from_codes(rewards, codes, len(keys), self.config.scale, self.config.eps,
+                                      int(self.config.min_graded))  # the rewards' own (what TRL recomputes)
+    trained = advantage if rectified is None else rectified
+    multipliers = self._multipliers(trained.mask, anchor_rows)
     self.n_steps += 1
-    stats = self._stats(step, predicted, real, codes, keys, anchor_rows, learned, advantage, multipliers)
-    return CorrectionResult(rewards, advantage.advantages, multipliers, advantage.mask, anchor_rows, stats)
+    stats = self._stats(step, predicted, real, codes, keys, anchor_rows, learned, trained, multipliers)
+    return CorrectionResult(rewards, np.where(trained.mask, advantage.advantages, 0.0), multipliers, trained.mask,
+                            anchor_rows, stats, None if rectified is None else rectified.advantages)
 
 WMRLCorrector.correct = _correct
 
