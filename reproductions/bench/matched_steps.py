@@ -50,6 +50,29 @@ def contrasts(curves: dict) -> tuple[int, dict]:
     return step, {name: {**c, "p_holm": adjusted[name]} for name, c in out.items()}
 
 
+def plot(curves: dict, cost: str, path: Path) -> None:
+    "Mean held-out score over seeds (95% t band) against training steps and against cumulative cost, per method."
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from scipy import stats
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for method, seeds in sorted(curves.items()):
+        steps = sorted(set.intersection(*[set(c["steps"]) for c in seeds.values()]))
+        score = np.array([[c["score"][c["steps"].index(s)] for s in steps] for c in seeds.values()])
+        spent = np.array([[c["cost"][c["steps"].index(s)] for s in steps] for c in seeds.values()]).mean(0)
+        mean, half = score.mean(0), stats.t.ppf(0.975, len(score) - 1) * score.std(0, ddof=1) / np.sqrt(len(score))
+        trained = np.array(steps) > 0  # a log axis has no 0: the compute panel starts at the first trained step
+        for ax, x, keep in ((axes[0], np.array(steps), np.ones_like(trained)), (axes[1], spent, trained)):
+            ax.plot(x[keep], mean[keep], "o-", ms=3, label=f"{method} ({len(score)} seeds)")
+            ax.fill_between(x[keep], (mean - half)[keep], (mean + half)[keep], alpha=0.15)
+    axes[0].set(xlabel="training step", ylabel="held-out percentile (avg@8)", title="matched steps")
+    axes[1].set(xlabel=f"cumulative training {cost.replace('_', ' ')}", ylabel="held-out percentile (avg@8)",
+                title="compute", xscale="log")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def _f(value: float, digits: int = 2) -> str:
     return "—" if value is None or not math.isfinite(value) else f"{value:+.{digits}f}" if digits == 2 else f"{value:.{digits}f}"
 
@@ -63,6 +86,7 @@ def main(argv=None) -> int:
     parser.add_argument("--contrasts", action="store_true", help="also the grid's pre-registered contrasts with Holm's correction")
     parser.add_argument("--cost", choices=["sandbox_cpu_s", "executions"], default="sandbox_cpu_s",
                         help="the compute the ratios count: measured training sandbox CPU-s, or training executions")
+    parser.add_argument("--plot", type=Path, default=None, help="draw every method's mean curve (95%% t) against steps and cost")
     args = parser.parse_args(argv)
     try:
         curves = {}
@@ -82,6 +106,8 @@ def main(argv=None) -> int:
             print(f"| {name} | {_f(c['mean'])} | [{_f(c['ci_low'])}, {_f(c['ci_high'])}] | [{_f(c['t_low'])}, {_f(c['t_high'])}] | "
                   f"{_f(c['p'], 3)} | {_f(c['p_holm'], 3)} |")
         print()
+    if args.plot:
+        plot(curves, args.cost, args.plot)
     rows = matched_steps(curves, args.first, args.second)
     gap = plateau_comparison(curves, args.first, args.second, args.last_evals)
     print(f"| step | seeds | {args.first} − {args.second} | 95% t | p | Holm p | compute ratio at this step |")
