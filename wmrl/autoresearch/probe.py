@@ -67,11 +67,13 @@ class TrajectoryProbe:
         base = {k: v for k, v in correction.items() if k != "method"}
         self.oracles = {f"static/{scale}": GradientOracle(config.estimators, {**base, "scale": scale})
                         for scale in config.scales}
+        self.instruments = {}  # oracle name -> (kind, strength) of the instrument it measures
         for kind, strength in (config.instruments if all_real else []):
             wide = {"score_range": (-3.0, 4.0)} if kind == "noise" else {}
             for scale in config.scales:
-                self.oracles[f"{_instrument_name(kind, strength)}/{scale}"] = GradientOracle(
-                    config.estimators, {**base, "scale": scale, **wide})
+                name = f"{_instrument_name(kind, strength)}/{scale}"
+                self.oracles[name] = GradientOracle(config.estimators, {**base, "scale": scale, **wide})
+                self.instruments[name] = (kind, strength)
 
     def probes_at(self, step: int) -> bool:
         "Is `step` a probe step?"
@@ -96,12 +98,8 @@ def _observe(self: TrajectoryProbe, step: int, group_ids, predicted, real, score
     full = self.probes_at(step)  # the caller filled every row it could (an infrastructure failure stays NaN: ungraded)
     out = {}
     for name, oracle in self.oracles.items():
-        kind = name.split("/")[0]
-        if kind == "static":
-            rows = predicted
-        else:
-            instrument = next(i for i in self.config.instruments if _instrument_name(*i) == kind)
-            rows = _instrument_rows(*instrument, real, self.config.noise_draws, seed, step)
+        instrument = self.instruments.get(name)
+        rows = predicted if instrument is None else _instrument_rows(*instrument, real, self.config.noise_draws, seed, step)
         if full:
             out[name] = oracle.probe(step, group_ids, rows, real, scores, categories)
         else:

@@ -18,7 +18,7 @@ from .anchors import AnchorScheduler, adaptive_anchor_fraction, budgeted_anchor_
 from .debias import OnlineDebiaser
 from .denoise import AnchorWeighter, ExponentialAverage, InverseVarianceFusion
 from .methods import METHOD_SPECS, validate_config
-from .ppi import PowerTuner, rectified_advantages
+from .ppi import PowerTuner, combine_rectified
 from .rows import disagreement_per_group, read_categories, read_scores, within_group_residual
 
 # %% auto #0
@@ -237,9 +237,9 @@ def _rectify(self: WMRLCorrector, predicted, real, anchor_rows, codes, n_groups:
     "(AdvantageResult of PPI coefficients, λ used); then the tuner observes this step's anchor rows."
     c = self.config
     lam = self.tuner.value()
-    result = rectified_advantages(predicted, real, anchor_rows, codes, n_groups, lam, c.scale, c.eps, int(c.min_graded))
     hat = advantages_from_codes(predicted, codes, n_groups, c.scale, c.eps, int(c.min_graded))
     true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, c.scale, c.eps, int(c.min_graded))
+    result = combine_rectified(hat, true, anchor_rows, codes, lam)
     both = anchor_rows & hat.mask & true.mask
     self.tuner.observe(true.advantages[both], hat.advantages[both])
     return result, lam

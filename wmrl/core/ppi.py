@@ -14,7 +14,7 @@ import numpy as np
 from .advantages import AdvantageResult, advantages_from_codes
 
 # %% auto #0
-__all__ = ['rectified_advantages', 'ppi_lambda', 'design_lambda', 'PowerTuner']
+__all__ = ['rectified_advantages', 'combine_rectified', 'ppi_lambda', 'design_lambda', 'PowerTuner']
 
 # %% ../../nbs/147_ppi.ipynb #b042418d
 def rectified_advantages(predicted: np.ndarray,  # (N,) world-model rewards of every row (NaN = no prediction)
@@ -23,20 +23,25 @@ def rectified_advantages(predicted: np.ndarray,  # (N,) world-model rewards of e
                          codes: np.ndarray, n_groups: int, lam: float, scale: str = "group", eps: float = 1e-4,
                          min_graded: int = 2) -> AdvantageResult:
     "Per-row PPI coefficients λÂ (world-model rows) and (M/k)A − (M/k − 1)λÂ (anchor rows), as an AdvantageResult."
-    if not np.asarray(anchor_rows, bool).any():
-        raise ValueError("prediction-powered advantages need at least one anchor group this step (k >= 1)")
     anchor_rows = np.asarray(anchor_rows, bool)
-    k = len(np.unique(codes[anchor_rows]))
-    predicted_advantages = advantages_from_codes(predicted, codes, n_groups, scale, eps, min_graded)
-    real_advantages = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, scale, eps, min_graded)
-    hat = predicted_advantages.advantages  # 0 where the row has no prediction: the same 0 in both terms
-    ratio = n_groups / k if k else 0.0
-    coefficients = np.where(anchor_rows, ratio * real_advantages.advantages - (ratio - 1.0) * lam * hat, lam * hat)
+    hat = advantages_from_codes(predicted, codes, n_groups, scale, eps, min_graded)
+    true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, scale, eps, min_graded)
+    return combine_rectified(hat, true, anchor_rows, codes, lam)
+
+def combine_rectified(hat: AdvantageResult,  # group advantages of the world model's rewards (every row)
+                      true: AdvantageResult,  # group advantages of the real rewards (anchor rows)
+                      anchor_rows: np.ndarray, codes: np.ndarray, lam: float) -> AdvantageResult:
+    "The rectifier from the two advantage results (the correction step computes them once and reuses them)."
+    if not anchor_rows.any():
+        raise ValueError("prediction-powered advantages need at least one anchor group this step (k >= 1)")
+    ratio = hat.n_groups / len(np.unique(codes[anchor_rows]))  # M / k
+    coefficients = np.where(anchor_rows, ratio * true.advantages - (ratio - 1.0) * lam * hat.advantages,
+                            lam * hat.advantages)  # Â is 0 where a row has no prediction: the same 0 in both terms
     # An anchor row without a real reward keeps its −(M/k − 1)λÂ term (A counts as 0): dropping it would make the mean
     # over draws differ from the all-real advantages, which exclude that row too. So it stays in the mask.
-    mask = np.where(anchor_rows, real_advantages.mask | predicted_advantages.mask, predicted_advantages.mask)
-    return AdvantageResult(np.where(mask, coefficients, 0.0), mask, n_groups, predicted_advantages.n_graded_rows,
-                           predicted_advantages.n_skipped_groups, predicted_advantages.n_degenerate_groups)
+    mask = np.where(anchor_rows, true.mask | hat.mask, hat.mask)
+    return AdvantageResult(np.where(mask, coefficients, 0.0), mask, hat.n_groups, hat.n_graded_rows,
+                           hat.n_skipped_groups, hat.n_degenerate_groups)
 
 # %% ../../nbs/147_ppi.ipynb #a6364400
 def ppi_lambda(labelled: np.ndarray, labelled_predicted: np.ndarray, unlabelled_predicted: np.ndarray) -> float:
