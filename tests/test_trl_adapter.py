@@ -102,14 +102,21 @@ def test_three_steps_finite_loss_and_anchor_only_scaling(policy, scorer, tmp_pat
         assert name in logged
 
 
-def test_uniform_weight_two_doubles_the_gradient_norm(policy, scorer, tmp_path):
+# TRL's loss types whose first on-policy step is linear in the advantage (the ratio is 1, nothing clips); the configs
+# in reproductions/configs use dapo, the others are what a user may switch to.
+LINEAR_LOSS_TYPES = ["dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo"]
+
+
+@pytest.mark.parametrize("loss_type", LINEAR_LOSS_TYPES)
+def test_uniform_weight_two_doubles_the_gradient_norm(policy, scorer, tmp_path, loss_type):
     "All groups anchors, w clipped to exactly 2 vs plain real-reward GRPO: same samples, twice the gradient."
-    plain = make_trainer(policy, scorer, tmp_path / "plain", CorrectionConfig(method="grpo_real"), max_steps=1)
+    plain = make_trainer(policy, scorer, tmp_path / "plain", CorrectionConfig(method="grpo_real"), max_steps=1,
+                         loss_type=loss_type)
     predicted_before = scorer.counts["predicted"]
     plain.train()
     assert scorer.counts["predicted"] == predicted_before  # real-execution GRPO never asks the world model
     weighted_config = CorrectionConfig(method="wmrl", anchor_fraction=1.0, warmup=1, target_weight=2.0, w_max=2.0)
-    weighted = make_trainer(policy, scorer, tmp_path / "weighted", weighted_config, max_steps=1)
+    weighted = make_trainer(policy, scorer, tmp_path / "weighted", weighted_config, max_steps=1, loss_type=loss_type)
     weighted.train()
     first_plain, first_weighted = plain.wmrl_history[0], weighted.wmrl_history[0]
     assert first_plain["rewards"] == first_weighted["rewards"]  # same completions, same real rewards
@@ -214,10 +221,11 @@ def test_evaluation_uses_real_rewards(policy, scorer, tmp_path):
     assert trainer.wmrl_history == [] and 0.0 <= metrics["eval_reward"] <= 1.0
 
 
-def test_prediction_powered_coefficients_reach_the_loss(policy, scorer, tmp_path):
+@pytest.mark.parametrize("loss_type", LINEAR_LOSS_TYPES)
+def test_prediction_powered_coefficients_reach_the_loss(policy, scorer, tmp_path, loss_type):
     "wmrl_ppi: TRL's advantages still match the rewards' own, and the loss sees the rectified coefficients (issue 23)."
     config = CorrectionConfig(method="wmrl_ppi", anchor_fraction=0.25, min_pairs=4, refit_every=1, ppi_tuned=False)
-    trainer = make_trainer(policy, scorer, tmp_path, config, max_steps=2)
+    trainer = make_trainer(policy, scorer, tmp_path, config, max_steps=2, loss_type=loss_type)
     seen = record_loss_advantages(trainer)
     trainer.train()
     assert len(trainer.wmrl_history) == 2 and len(seen) == 2
