@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from .prompts import TaskView
 
 # %% auto #0
-__all__ = ['CONFIDENCE', 'NON_NUMERIC', 'IMPORTABLE', 'Mod', 'Obj', 'Inst', 'Table', 'Column', 'PathVal', 'Method', 'Finding',
-           'State', 'find_module', 'load_module', 'check_names', 'bind_import', 'check_keywords', 'path_from_env',
-           'join_path', 'read_table']
+__all__ = ['CONFIDENCE', 'NON_NUMERIC', 'IMPORTABLE', 'UNSAFE_PARTS', 'Mod', 'Obj', 'Inst', 'Table', 'Column', 'PathVal',
+           'Method', 'Finding', 'State', 'find_module', 'load_module', 'check_names', 'bind_import', 'check_keywords',
+           'path_from_env', 'join_path', 'read_table']
 
 # %% ../../nbs/325_abstract.ipynb #e4715bc5
 @dataclass
@@ -99,6 +99,9 @@ class State:
     multiplier: float = 1.0                          # iterations of the enclosing loops
     in_try: int = 0
     in_branch: int = 0
+    in_def: int = 0                                  # inside a function body (walked once, maybe never called)
+    stopped: bool = False                            # an unconditional exit: the statements after it never run
+    loaded: frozenset = frozenset()                  # every name the program reads somewhere (is a result used?)
     line: int = 0
 
     def report(self, check: str, error_type: str, message: str, confidence: float | None = None, line: int | None = None):
@@ -110,17 +113,40 @@ class State:
 IMPORTABLE = {"numpy", "pandas", "sklearn", "scipy", "math", "os", "sys", "json", "re", "time", "random", "pathlib",
               "collections", "itertools", "functools", "statistics", "csv", "warnings", "string", "typing", "gc",
               "xgboost", "lightgbm", "catboost", "statsmodels"}
+UNSAFE_PARTS = {"__main__", "tests", "testing", "conftest", "setup"}  # submodules that may run code on import
+
+def _find_spec(qualified: str, path):
+    "Ask each finder on `sys.meta_path` (file lookups only: a finder imports nothing)."
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(qualified, path) if find is not None else None
+        if spec is not None: return spec
+    return None
 
 def find_module(name: str) -> bool:
-    "Is the module importable here (without importing it, except for parents)?"
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+    "Is the module importable here? Found without importing anything, not even its parents (see above)."
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts): return False
+    path = None
+    for depth in range(len(parts)):
+        qualified = ".".join(parts[:depth + 1])
+        module = sys.modules.get(qualified)  # already imported (os.path, set by os itself)
+        if module is not None:
+            path = getattr(module, "__path__", None)
+            continue
+        if depth and path is None: return False  # the parent is a module, not a package
+        try: spec = _find_spec(qualified, path)
+        except Exception: return False  # a finder that chokes on a strange name: not importable as far as we know
+        if spec is None: return False
+        path = spec.submodule_search_locations
+    return True
 
 def load_module(name: str):
     "The module object if it is on the allow-list (or already imported) and imports cleanly, else None."
-    if name not in sys.modules and name.split(".")[0] not in IMPORTABLE: return None
+    if name in sys.modules: return sys.modules[name]
+    parts = name.split(".")
+    if parts[0] not in IMPORTABLE or any(p in UNSAFE_PARTS or p.startswith("_") for p in parts[1:]): return None
+    if not find_module(name): return None
     try:
         return importlib.import_module(name)
     except Exception:  # a broken optional dependency is not the solution's fault; leave it unchecked

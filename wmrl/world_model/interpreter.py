@@ -8,8 +8,11 @@ Docs: https://github.com/wmrl-kit/wmrl/interpreter.html.md"""
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import math
+import os
+import sys
 
 from wmrl.world_model.abstract import (
     NON_NUMERIC,
@@ -21,7 +24,6 @@ from wmrl.world_model.abstract import (
     PathVal,
     State,
     Table,
-    bind_import,
     check_keywords,
     find_module,
     join_path,
@@ -31,9 +33,10 @@ from wmrl.world_model.abstract import (
 )
 
 # %% auto #0
-__all__ = ['evaluate', 'evaluate_fstring', 'evaluate_binop', 'evaluate_attribute', 'evaluate_subscript', 'evaluate_call',
+__all__ = ['TUNING', 'OPAQUE', 'UNDECIDED', 'evaluate', 'evaluate_fstring', 'evaluate_binop', 'evaluate_attribute',
+           'evaluate_subscript', 'opaque_call', 'resolve_getattr', 'exit_status', 'note_exit', 'evaluate_call',
            'table_from_dict', 'check_allocation', 'memory_limit_mb', 'call_method', 'fit_estimator',
-           'predict_estimator', 'table_method', 'assign', 'run_statements', 'run_loop']
+           'predict_estimator', 'table_method']
 
 # %% ../../nbs/327_interpreter.ipynb #b5d1ecaf
 def evaluate(node, state: State):
@@ -65,12 +68,13 @@ def evaluate_fstring(node: ast.JoinedStr, state: State):
     return None
 
 def evaluate_binop(node: ast.BinOp, state: State):
-    "Path / 'x', path + '/x', and division by a literal zero."
+    "Path / 'x', path + '/x', 'a' + 'b', and division by a literal zero."
     left, right = evaluate(node.left, state), evaluate(node.right, state)
     if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and isinstance(node.right, ast.Constant) and node.right.value == 0 \
             and not isinstance(left, (PathVal, str)):
         state.report("other_runtime", "ZeroDivisionError", "division by zero")
     if isinstance(node.op, (ast.Div, ast.Add)) and isinstance(left, PathVal): return join_path(left, right)
+    if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str): return left + right  # a name built in pieces
     return None
 
 # %% ../../nbs/327_interpreter.ipynb #336dd4ce
@@ -124,13 +128,63 @@ def evaluate_subscript(node: ast.Subscript, state: State):
         if all(b is None or isinstance(b, int) for b in bounds): return base[slice(*bounds)]
     return None
 
+# %% ../../nbs/327_interpreter.ipynb #bd1ba6dc
+TUNING = ("GridSearchCV", "RandomizedSearchCV", "cross_val_score", "cross_validate", "CalibratedClassifierCV")
+OPAQUE, UNDECIDED = 0.55, 0.5  # confidences of "runs code it cannot read" and "an assertion it cannot decide"
+
+def opaque_call(node: ast.Call, func, state: State) -> str | None:
+    "Why this call runs code the analysis cannot read (`func` is its evaluated function), or None."
+    callee = node.func
+    if isinstance(callee, ast.Name) and callee.id in ("exec", "eval", "compile", "__import__") and callee.id not in state.env:
+        return f"{callee.id}() runs code the world model cannot read"
+    if (isinstance(callee, ast.Call) and isinstance(callee.func, ast.Name) and callee.func.id == "getattr"
+            and "getattr" not in state.env and len(callee.args) >= 2 and not isinstance(evaluate(callee.args[1], state), str)):
+        return "a call through getattr() with a computed name"
+    if isinstance(func, Obj) and func.value is importlib.import_module and not (node.args and isinstance(evaluate(node.args[0], state), str)):
+        return "importlib.import_module() of a computed name"
+    return None
+
+def resolve_getattr(node: ast.Call, state: State):
+    "`getattr(x, 'name')` with a name the analysis can compute is the attribute `x.name` (so `sl` + `eep` is `sleep`)."
+    if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and "getattr" not in state.env and len(node.args) >= 2):
+        return None
+    name = evaluate(node.args[1], state)
+    if not isinstance(name, str) or not name.isidentifier(): return None
+    return evaluate(ast.copy_location(ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load()), node), state)
+
+# %% ../../nbs/327_interpreter.ipynb #02057920
+def _status(args: list[ast.expr], state: State) -> int:
+    "The exit status of exit(arg): 0 for none or None, the int, 1 for a message; unknown counts as 0."
+    if not args or isinstance(args[0], ast.Constant) and args[0].value is None: return 0
+    value = evaluate(args[0], state)
+    return value if isinstance(value, int) else 1 if isinstance(value, str) else 0
+
+def exit_status(node: ast.Call, func, state: State) -> int | None:
+    "The status if this call exits the program (`func` is its evaluated function), else None."
+    callee = node.func
+    if isinstance(callee, ast.Name) and callee.id in ("exit", "quit") and callee.id not in state.env:
+        return _status(node.args, state)
+    if isinstance(func, Obj) and (func.value is sys.exit or func.value is os._exit): return _status(node.args, state)
+    if isinstance(func, Obj) and func.value is os.abort: return 134  # SIGABRT
+    return None
+
+def note_exit(status: int, state: State) -> None:
+    "A failing status is a finding; an exit that surely runs stops the walk (what follows it never runs)."
+    if state.in_branch: return
+    if status != 0: state.report("other_runtime", "SystemExit", f"the program exits with status {status}")
+    if not (state.in_def or state.in_try): state.stopped = True
+
 # %% ../../nbs/327_interpreter.ipynb #fcbce920
 def evaluate_call(node: ast.Call, state: State):
     func = evaluate(node.func, state)
     args = [evaluate(a, state) for a in node.args]
     kwargs = {k.arg: evaluate(k.value, state) for k in node.keywords if k.arg}
+    if (why := opaque_call(node, func, state)) is not None:
+        if not state.in_branch: state.report("other_runtime", "RuntimeError", why, OPAQUE)
+        return None
+    if (status := exit_status(node, func, state)) is not None: return note_exit(status, state)
     if isinstance(func, Method): return call_method(func, node, args, kwargs, state)
-    if not isinstance(func, Obj): return None
+    if not isinstance(func, Obj): return resolve_getattr(node, state)
     if func.name in ("os.environ", "environ"): return None
     target, name = func.value, func.name.rsplit(".", 1)[-1]
     if callable(target): check_keywords(target, name, node, state)
@@ -144,8 +198,7 @@ def evaluate_call(node: ast.Call, state: State):
     if name == "concat": return Table(None, None)
     if name == "sleep" and args and isinstance(args[0], (int, float)): state.cost_s += args[0] * state.multiplier
     if name in ("zeros", "ones", "empty", "full", "rand", "randn", "random") and args: check_allocation(args, state)
-    if name in ("GridSearchCV", "RandomizedSearchCV", "cross_val_score", "cross_validate", "CalibratedClassifierCV"):
-        state.tuned = True
+    if name in TUNING: state.tuned = True
     if name == "savetxt" and args: state.writes.append((state.line, args[0] if isinstance(args[0], PathVal) else PathVal("literal", str(args[0])), None, False))
     if inspect.isclass(target):
         if hasattr(target, "fit") and hasattr(target, "predict"):
@@ -263,69 +316,3 @@ def table_method(table: Table, name: str, node: ast.Call, args, kwargs, state: S
         rows = table.rows if name in ("copy", "fillna", "astype", "reset_index", "sort_values") else None
         return Table(dict(table.columns) if table.columns is not None else None, rows, table.origin)
     return Table(None, None) if name in ("merge", "join", "assign", "select_dtypes", "groupby", "pivot") else None
-
-# %% ../../nbs/327_interpreter.ipynb #9e57a1c7
-def assign(target, value, state: State) -> None:
-    if isinstance(target, ast.Name): state.env[target.id] = value
-    elif isinstance(target, (ast.Tuple, ast.List)):
-        for element in target.elts:
-            if isinstance(element, ast.Name): state.env[element.id] = None
-    elif isinstance(target, ast.Subscript):
-        base = evaluate(target.value, state)
-        key = evaluate(target.slice, state)
-        if isinstance(base, Table) and base.columns is not None and isinstance(key, str):
-            base.columns[key] = value.dtype if isinstance(value, Column) and value.dtype else "float64"
-        elif isinstance(base, Table):
-            base.columns = None  # a column whose name we cannot resolve: stop claiming to know the column set
-
-def _loop_iterations(node: ast.For, state: State) -> float:
-    it = node.iter
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and it.args:
-        bounds = [evaluate(a, state) for a in it.args]
-        if all(isinstance(b, (int, float)) for b in bounds):
-            start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
-            return max(stop - start, 0)
-    return 10.0
-
-def _has_break(body) -> bool:
-    return any(isinstance(n, (ast.Break, ast.Return)) for stmt in body for n in ast.walk(stmt))
-
-# %% ../../nbs/327_interpreter.ipynb #2a277d2a
-def run_statements(body, state: State) -> None:
-    for node in body:
-        state.line = getattr(node, "lineno", state.line)
-        state.cost_s += 1e-7 * state.multiplier
-        if isinstance(node, (ast.Import, ast.ImportFrom)): bind_import(node, state)
-        elif isinstance(node, ast.Assign):
-            value = evaluate(node.value, state)
-            for target in node.targets: assign(target, value, state)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            value = evaluate(node.value, state)
-            if isinstance(node, ast.AnnAssign): assign(node.target, value, state)
-        elif isinstance(node, ast.Expr): evaluate(node.value, state)
-        elif isinstance(node, ast.For): run_loop(node, _loop_iterations(node, state), state)
-        elif isinstance(node, ast.While):
-            forever = isinstance(node.test, ast.Constant) and bool(node.test.value) and not _has_break(node.body)
-            if forever and not state.in_try: state.cost_s = math.inf
-            run_loop(node, 10.0, state)
-        elif isinstance(node, ast.If):
-            state.in_branch += 1
-            run_statements(node.body, state)
-            run_statements(node.orelse, state)
-            state.in_branch -= 1
-        elif isinstance(node, (ast.With, ast.FunctionDef)): run_statements(node.body, state)
-        elif isinstance(node, ast.Try):
-            state.in_try += bool(node.handlers)
-            run_statements(node.body, state)
-            state.in_try -= bool(node.handlers)
-            run_statements(node.finalbody, state)
-        elif isinstance(node, ast.Raise) and not state.in_branch and node.exc is not None:
-            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            state.report("other_runtime", getattr(exc, "id", getattr(exc, "attr", "Exception")), "raised by the solution")
-        elif isinstance(node, ast.Assert) and not state.in_branch and isinstance(node.test, ast.Constant) and not node.test.value:
-            state.report("other_runtime", "AssertionError", "")
-
-def run_loop(node, iterations: float, state: State) -> None:
-    state.multiplier *= max(iterations, 1.0)
-    run_statements(node.body, state)
-    state.multiplier /= max(iterations, 1.0)

@@ -102,10 +102,10 @@ def installed_versions(packages: Sequence[str] = DEFAULT_PACKAGES) -> dict:
     return versions
 
 # %% ../../nbs/320_prompts.ipynb #4825caaa
-def number_lines(code: str) -> str:
-    "The code with 1-indexed, right-aligned line numbers (the numbers a traceback would use)."
+def number_lines(code: str, start: int = 1) -> str:
+    "The code with 1-indexed, right-aligned line numbers (the numbers a traceback would use), the first being `start`."
     if not isinstance(code, str): raise TypeError(f"code must be a str, got {type(code).__name__}")
-    return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(code.splitlines(), start=1))
+    return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(code.splitlines(), start=start))
 
 # %% ../../nbs/320_prompts.ipynb #abe2894d
 SYSTEM_PROMPT = (
@@ -116,12 +116,21 @@ SYSTEM_PROMPT = (
     "in `ExceptionClass: message`. Answer with one JSON object and nothing else.")
 
 def shown_code(code: str, max_chars: int) -> str:
-    "The code cut at a line boundary within `max_chars`, saying what was left out: a silent cut reads as a finished script."
+    """The code within `max_chars`: whole if it fits, else its head (three quarters) and its tail (a quarter), cut at
+    line boundaries, with what was left out in between. A silent cut reads as a finished script, and a head alone
+    hides a crash after 32 KB of comments; the tail is where a script writes its submission, or does not."""
     if len(code) <= max_chars:
         return number_lines(code)
-    kept = code[:max_chars].rsplit("\n", 1)[0] if "\n" in code[:max_chars] else code[:max_chars]
-    hidden = code[len(kept):].strip("\n").count("\n") + 1
-    return number_lines(kept) + f"\n      [... {hidden} more lines ({len(code) - len(kept)} characters) not shown]"
+    lines = code.splitlines()
+    head, size = 0, 0
+    while head < len(lines) and size + len(lines[head]) + 1 <= max_chars * 3 // 4:
+        size, head = size + len(lines[head]) + 1, head + 1
+    tail, size = len(lines), 0
+    while tail > head and size + len(lines[tail - 1]) + 1 <= max_chars // 4:
+        size, tail = size + len(lines[tail - 1]) + 1, tail - 1
+    hidden = lines[head:tail]
+    gap = f"      [... {len(hidden)} lines ({sum(len(x) + 1 for x in hidden)} characters) not shown ...]"
+    return "\n".join(filter(None, [number_lines("\n".join(lines[:head])), gap, number_lines("\n".join(lines[tail:]), tail + 1)]))
 
 # %% ../../nbs/320_prompts.ipynb #896e3e3b
 def build_prefix(task, code: str, versions: dict | None = None, max_description_chars: int = 3000,

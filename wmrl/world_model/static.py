@@ -22,12 +22,12 @@ from wmrl.world_model.verdicts import (
 )
 
 from .abstract import CONFIDENCE, Finding, State, check_names
-from .interpreter import run_statements
 from .prompts import data_inventory, task_view
+from .statements import run_statements
 
 # %% auto #0
-__all__ = ['MODEL_PRIOR', 'submission_finding', 'quality_prior', 'position_bucket', 'analyse', 'quality_verdict',
-           'static_verdicts', 'StaticWorldModel']
+__all__ = ['MODEL_PRIOR', 'MAX_ANALYSED_CHARS', 'submission_finding', 'quality_prior', 'position_bucket', 'analyse',
+           'quality_verdict', 'unanalysed', 'static_verdicts', 'StaticWorldModel']
 
 # %% ../../nbs/330_static.ipynb #309b975f
 def submission_finding(state: State) -> Finding | None:
@@ -80,6 +80,7 @@ def analyse(task, code: str) -> State:
     view = task_view(task)
     state = State(view, data_inventory(view.public_dir))
     tree = ast.parse(code)
+    state.loaded = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
     check_names(tree, state)
     run_statements(tree.body, state)
     state.outputs = sorted({("proba" if n.func.attr == "predict_proba" else "labels") for n in ast.walk(tree)
@@ -102,12 +103,30 @@ def quality_verdict(state: State, prior=None) -> Verdict:
     return Verdict("quality", "pass", 0.5, quality=position_bucket(position), position=position, reason=reason[:200])
 
 # %% ../../nbs/330_static.ipynb #698a73bf
+MAX_ANALYSED_CHARS = 200_000  # ten times the longest solution in the suites; the analysis is linear in the code
+
+def unanalysed(error_type: str, reason: str, confidence: float) -> list:
+    "Seven passes and an other_runtime failure: the verdicts of a program the analysis could not read."
+    return [Verdict(c, "fail", confidence, error_type, 0, reason, reason=reason) if c == "other_runtime"
+            else Verdict(c, confidence=0.5, reason="not analysed") for c in CHECKS]
+
 def static_verdicts(task, code: str, prior=None) -> list:
-    "The eight verdicts of the static tier for one solution (all pass if the code does not parse: the syntax gate decides)."
+    "The eight verdicts of the static tier for one solution; whatever the code, it fails only its own row (see above)."
+    if len(code) > MAX_ANALYSED_CHARS:
+        return unanalysed("RuntimeError", f"not analysed: {len(code)} characters, over {MAX_ANALYSED_CHARS}", 0.5)
     try:
-        state = analyse(task, code)
-    except (SyntaxError, ValueError, RecursionError):
+        return _verdicts(task, code, prior)
+    except (SyntaxError, ValueError):
         return [Verdict(c, confidence=0.5, reason="not analysed: the code does not parse") for c in CHECKS]
+    except (RecursionError, MemoryError) as err:
+        return unanalysed(type(err).__name__, "Python cannot compile it: too deeply nested", 0.8)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # noqa: BLE001 -- SystemExit, GeneratorExit, a bug: this row's verdict only
+        return unanalysed("RuntimeError", f"not analysed: the analysis raised {type(err).__name__}", 0.5)
+
+def _verdicts(task, code: str, prior) -> list:
+    state = analyse(task, code)
     if (sub := submission_finding(state)) is not None: state.findings.append(sub)
     verdicts = []
     for check in CHECKS[:-1]:
