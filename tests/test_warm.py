@@ -89,3 +89,13 @@ def test_subprocess_base_and_get_backend(iris, tmp_path):
         backend.close()
     with pytest.raises(ValueError, match="base must be"):
         WarmBackend(base="docker")
+
+
+@pytest.mark.parametrize("kind", ["MemoryError", "RecursionError"])
+def test_warm_equals_cold_when_python_cannot_compile(iris, warm, kind):
+    "Issue 24 (9): a program the parser gives up on was `no_submission` (0.2, exit 0) warm and `runtime_error` cold."
+    body = "x = " + "-" * 100_000 + "1\n" if kind == "MemoryError" else "x = " + "+".join(["1"] * 100_000) + "\n"
+    code = (SOLUTIONS / "good_logistic.py").read_text() + body
+    hot, cold = execute(iris, code, backend=warm, limits=LIMITS), execute(iris, code, backend="bwrap", limits=LIMITS)
+    assert (hot.status, hot.reward) == (cold.status, cold.reward), (hot.message, cold.message)
+    assert cold.status in ("runtime_error", "memory") and cold.reward == 0.1  # a parser MemoryError reads as memory

@@ -30,13 +30,17 @@ TOTALS = ("sandbox_cpu_s", "total_compute_s", "n_executions", "n_cache_hits", "e
 
 
 def compact(metrics: dict) -> dict:
-    "One run as runs.json keeps it: evaluations [steps, score, sandbox CPU-s, total compute s], per-step logs, totals."
+    "One run as runs.json keeps it: evaluations [steps, score, sandbox CPU-s, total compute s], per-step logs and diagnostics, totals."
     evals = [[e["steps_done"], round(e["heldout_percentile"], 3), round(e["sandbox_cpu_s"], 3),
               round(e["total_compute_s"], 3)] for e in metrics["evals"]]
     logs = {name: [h.get(key) for h in metrics["history"]] for name, key in HISTORY.items()}
     scale = (metrics["config"].get("correction") or {}).get("scale", "group")
-    return {"method": metrics["config"]["method"], "seed": metrics["config"]["seed"], "scale": scale, "evals": evals, **logs,
-            **{k: round(float(metrics["totals"][k]), 3) for k in TOTALS}}
+    run = {"method": metrics["config"]["method"], "seed": metrics["config"]["seed"], "scale": scale, "evals": evals, **logs,
+           **{k: round(float(metrics["totals"][k]), 3) for k in TOTALS}}
+    if any("diagnostics" in h for h in metrics["history"]):  # on-policy diagnostics, one entry per step (issue 22)
+        run["diagnostics"] = [h.get("diagnostics") for h in metrics["history"]]
+        run["eval_status_counts"] = [[e["steps_done"], e.get("status_counts")] for e in metrics["evals"]]
+    return run
 
 
 def grid_runs(folder: Path) -> list[dict]:

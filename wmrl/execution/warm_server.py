@@ -102,6 +102,9 @@ def _solution(req, out, err):
     except (SyntaxError, ValueError) as e:
         sys.stderr.write("WMRL_SYNTAX_ERROR line %s: %s: %s\n" % (getattr(e, "lineno", None), type(e).__name__, getattr(e, "msg", e)))
         sys.stderr.flush(); os._exit(SYNTAX_EXIT)
+    except (RecursionError, MemoryError) as e:  # the parser gives up: `python solution.py` prints it and exits 1 (cold)
+        sys.stderr.write(("%s: %s\n" % (type(e).__name__, e)) if str(e) else type(e).__name__ + "\n")
+        sys.stderr.flush(); os._exit(1)
     del req
     status = 0
     try:
