@@ -70,3 +70,31 @@ def test_any_valid_probabilities_grade_ok_in_any_row_order(tmp_path, probs, seed
     second = grade_submission_file(IRIS, path)
     assert second.raw_score == first.raw_score and second.position == first.position
     _check(first)
+
+
+# ---- issue 24 (3): files built to hang or inflate the grader in the host process ----------------------------------
+# On commit d497d63 the first never returned (pandas de-duplicates header names quadratically), the second took 225 s
+# and 1.1 GB of the host, and the third put a 1.2 MB message into the record. A streaming csv pass now refuses them
+# before pandas reads a byte, and every message is at most 500 characters.
+
+def test_a_header_of_duplicate_names_is_refused_before_pandas(tmp_path):
+    path = tmp_path / "submission.csv"
+    path.write_text(",".join(["a"] * 524_288) + "\n")  # 1 MiB: the sandbox's size cap lets it through
+    result = grade_submission_file(IRIS, path)
+    assert (result.status, result.message) == ("invalid_submission", "line 1 has 524288 fields, over the cap of 256")
+
+
+def test_one_row_of_many_fields_is_refused(tmp_path):
+    path = tmp_path / "submission.csv"
+    path.write_text(",".join(COLUMNS) + "\n" + ",".join(["1"] * 524_288) + "\n")
+    result = grade_submission_file(IRIS, path)
+    assert result.status == "invalid_submission" and "line 2 has 524288 fields" in result.message
+
+
+def test_messages_are_bounded(tmp_path):
+    "120 unique extra columns would be named one by one; the message stays short."
+    frame = SAMPLE.assign(**{f"extra_column_with_a_long_name_{k:04d}": 0.0 for k in range(120)})
+    path = tmp_path / "submission.csv"
+    frame.to_csv(path, index=False)
+    result = grade_submission_file(IRIS, path)
+    assert result.status == "invalid_submission" and "unexpected" in result.message and len(result.message) <= 500

@@ -7,6 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/grading.html.md"""
 # %% ../../nbs/220_grading.ipynb #fa3997f2
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -16,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['STATUSES', 'METRICS', 'ladder_reward', 'Metric', 'get_metric', 'leaderboard_position', 'position_score',
-           'InvalidSubmission', 'validate_submission', 'GradeResult', 'score_frames', 'score_submission',
-           'grade_submission_file', 'relative_performance_gap', 'category_average', 'dsbench_category']
+__all__ = ['STATUSES', 'METRICS', 'MAX_FIELDS', 'MAX_MESSAGE', 'ladder_reward', 'Metric', 'get_metric', 'leaderboard_position',
+           'position_score', 'InvalidSubmission', 'validate_submission', 'GradeResult', 'score_frames',
+           'score_submission', 'csv_shape_problem', 'grade_submission_file', 'relative_performance_gap',
+           'category_average', 'dsbench_category']
 
 # %% ../../nbs/220_grading.ipynb #c082d4ad
 STATUSES = ("ok", "syntax_error", "runtime_error", "timeout", "memory", "no_submission", "invalid_submission")
@@ -258,19 +260,35 @@ def score_submission(task, submission: pd.DataFrame) -> float:
     answer = pd.read_csv(task.answer_path)
     return score_frames(task.metric, task.id_column, task.target_columns, answer, submission)
 
+MAX_FIELDS, MAX_MESSAGE = 256, 500  # fields a submission row may have (or twice the task's columns); message length
+
+def csv_shape_problem(path: Path, max_fields: int) -> str | None:
+    """Why a file cannot be a submission table, from one streaming pass of the stdlib csv reader, or None.
+    It runs before pandas: a red team's 1 MiB header of 524k duplicate names never returned from `pd.read_csv`
+    (its de-duplication of names is quadratic) and one row of 524k fields took 225 s and 1.1 GB of the host.
+    The pass is linear in the file (whose size the sandbox already capped) and holds one row at a time."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for number, row in enumerate(csv.reader(f), start=1):
+                if len(row) > max_fields: return f"line {number} has {len(row)} fields, over the cap of {max_fields}"
+    except (csv.Error, UnicodeDecodeError, ValueError) as err:
+        return f"cannot read {path.name} as CSV: {err}"
+    return None
+
 def grade_submission_file(task, submission_path) -> GradeResult:
-    "Grade the file a solution wrote: no_submission, invalid_submission (with the reason) or ok."
+    "Grade the file a solution wrote: no_submission, invalid_submission (with a reason of bounded length) or ok."
     path = Path(submission_path)
     if not path.is_file():
         return GradeResult("no_submission", None, None, ladder_reward("no_submission"), f"no submission file at {path}")
+    invalid = lambda why: GradeResult("invalid_submission", None, None, ladder_reward("invalid_submission"), why[:MAX_MESSAGE])
+    if (problem := csv_shape_problem(path, max(MAX_FIELDS, 2 * (1 + len(task.target_columns))))) is not None:
+        return invalid(problem)
     try:
-        submission = pd.read_csv(path)
-        score = score_submission(task, submission)
+        score = score_submission(task, pd.read_csv(path))
     except InvalidSubmission as err:
-        return GradeResult("invalid_submission", None, None, ladder_reward("invalid_submission"), str(err))
+        return invalid(str(err))
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:  # pandas' own "unreadable" errors
-        return GradeResult("invalid_submission", None, None, ladder_reward("invalid_submission"),
-                           f"cannot read {path.name} as CSV: {err}")
+        return invalid(f"cannot read {path.name} as CSV: {err}")
     position = position_score(score, task)
     message = f"{task.metric} = {score:.6g}; position score {position:.4f} (mean of public and private boards)"
     return GradeResult("ok", score, position, ladder_reward("ok", position), message)
