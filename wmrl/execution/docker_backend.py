@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .backends import _apply_usage_report, _check_public_dir, _refuse_exposed_task, _thread_env
+from .backends import _apply_usage_report, _check_public_dir, _refuse_exposed_task, _thread_env, dataset_masks
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
 from .workdir import Workdir, _cleanup_once, submission_cap
 
@@ -51,7 +51,7 @@ class DockerBackend:
 
     def container_kwargs(self, job: Path, workdir: Workdir, public: Path, limits: SandboxLimits) -> dict:
         "Everything passed to `containers.run` (a pure function of its inputs, so it can be checked without a daemon)."
-        from docker.types import DeviceRequest, LogConfig, Ulimit
+        from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
         _refuse_exposed_task(public, self.runtime_binds)
         volumes = {host: {"bind": target, "mode": "ro"} for host, target in self.runtime_binds.items()}
         volumes.update({str(public): {"bind": "/data", "mode": "ro"}, str(job): {"bind": "/sandbox", "mode": "ro"},
@@ -62,9 +62,12 @@ class DockerBackend:
         hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         nofile = limits.nofile if hard_nofile == resource.RLIM_INFINITY else min(limits.nofile, hard_nofile)
         memory = f"{limits.memory_mb + limits.disk_mb}m"
+        folders, files = dataset_masks()  # as the bwrap backend: no lookup of a task's labelled source table
         return dict(image=self.image, command=[self.python, "-c", LAUNCHER_SOURCE, "/sandbox/solution.py"],
                     detach=True, network_mode="none", read_only=True, user="65534:65534", init=True,
                     working_dir="/workdir", environment=env, volumes=volumes, mem_limit=memory, memswap_limit=memory,
+                    tmpfs={str(f): "ro,size=4k,mode=0555" for f in folders},  # the suite's source datasets, hidden
+                    mounts=[Mount(str(f), "/dev/null", type="bind", read_only=True) for f in files],
                     nano_cpus=int(self.cpus * 1e9), pids_limit=limits.nproc, cap_drop=["ALL"],
                     security_opt=["no-new-privileges"], stdin_open=False,
                     ulimits=[Ulimit(name="nofile", soft=nofile, hard=nofile), Ulimit(name="core", soft=0, hard=0),

