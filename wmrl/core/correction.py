@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -117,6 +118,15 @@ class WMRLCorrector:
 
     def __repr__(self) -> str:
         return f"WMRLCorrector(method={self.config.method!r}, steps={self.n_steps})"
+
+    if TYPE_CHECKING:  # the methods are defined one per cell below; this is what type checkers and IDEs read
+        def plan(self, group_keys: Sequence[Hashable], step: int, in_flight: int = 0,
+                 anchors: Sequence[bool] | None = None) -> np.ndarray: ...
+        def correct(self, group_ids, predicted, real, categories=None) -> CorrectionResult: ...
+        def state_dict(self) -> dict: ...
+        def load_state_dict(self, state: dict) -> None: ...
+        def adaptive_rho(self) -> float: ...
+        def adaptive_count(self, n_groups: int) -> int: ...
 
 # %% ../../nbs/150_correction.ipynb #6f300662
 def _plan(self: WMRLCorrector, group_keys: Sequence[Hashable], step: int, in_flight: int = 0,

@@ -26,8 +26,8 @@ from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
 from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, submission_cap
 
 # %% auto #0
-__all__ = ['DATA_PROVIDERS', 'DATA_SUFFIXES', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_works',
-           'dataset_masks', 'BwrapBackend']
+__all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap',
+           'bwrap_works', 'dataset_masks', 'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
 class _Tail:
@@ -40,10 +40,22 @@ class _Tail:
             del self.data[: len(self.data) - self.limit]
     def text(self) -> str: return bytes(self.data[-self.limit:]).decode("utf-8", errors="replace")
 
+GRACE_S = 2.0  # at the wall-clock net, how long a program that is exiting gets before it counts as timed out
+
+def _exits_within(proc: subprocess.Popen, seconds: float) -> bool:
+    "Has `proc` exited, or does it within `seconds`? (It stays a zombie for the reaping below: WNOWAIT.)"
+    end = time.monotonic() + seconds
+    while True:
+        if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None: return True
+        if time.monotonic() >= end: return False
+        time.sleep(0.01)
+
 def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: float) -> RawRun:
-    "Wait for `proc` (stdout/stderr pipes), enforcing the wall clock and output cap with `kill_tree()`."
+    """Wait for `proc` (stdout/stderr pipes), enforcing the wall clock and output cap with `kill_tree()`. At the net, a
+    program that has exited (its leftovers still hold the pipes) or exits within `GRACE_S` is not a timeout: on a
+    loaded machine a finished program must not be recorded as one."""
     tails = {proc.stdout: _Tail(limits.output_kb << 10), proc.stderr: _Tail(limits.output_kb << 10)}
-    deadline, timed_out, overflow = started + limits.wall_s, False, False
+    deadline, timed_out, overflow, netted = started + limits.wall_s, False, False, False
     with selectors.DefaultSelector() as sel:
         for stream in tails:
             sel.register(stream, selectors.EVENT_READ)
@@ -51,10 +63,10 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
             now = time.monotonic()
             if now >= deadline + 2.0:
                 break                   # something escaped holding the pipes: stop reading
-            if now >= deadline and not timed_out:
-                timed_out = True
-                kill_tree()
-            for key, _ in sel.select(timeout=max(0.0, (deadline if not timed_out else deadline + 2.0) - now)):
+            if now >= deadline and not netted:
+                netted, timed_out = True, not _exits_within(proc, GRACE_S)
+                kill_tree()  # a timed-out program, or what a finished one left behind holding its pipes
+            for key, _ in sel.select(timeout=max(0.0, (deadline if not netted else deadline + 2.0) - now)):
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)
@@ -67,8 +79,8 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        if time.monotonic() >= deadline and not timed_out:
-            timed_out = True
+        if time.monotonic() >= deadline and not netted:
+            netted, timed_out = True, not _exits_within(proc, GRACE_S)
             kill_tree()
         time.sleep(0.001)
     wall = time.monotonic() - started

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import signal
 import tempfile
 from pathlib import Path
@@ -51,9 +52,18 @@ def _last_error_line(stderr: str) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("WMRL_")]
     return lines[-1] if lines else ""
 
+def _crashed(stderr: str) -> bool:
+    "Did Python already print an uncaught exception (a traceback ending in `Name: message`) and start to exit?"
+    last = _last_error_line(stderr)
+    return "Traceback (most recent call last):" in stderr and bool(re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", last))
+
 def classify(raw: RawRun, limits: SandboxLimits) -> tuple[str, str]:
-    "Status (from the shared vocabulary) and a one-line message for a raw run, before grading."
+    """Status (from the shared vocabulary) and a one-line message for a raw run, before grading. The wall-clock net
+    catches programs that block; one whose uncaught exception was already printed when the net fired (its interpreter
+    was tearing down on a loaded machine) crashed, and is recorded as the crash it was."""
     code, sig, stderr = raw.exit_code, raw.signal, raw.stderr_tail
+    if raw.timed_out and _crashed(stderr):
+        return "runtime_error", _last_error_line(stderr) + " (the wall-clock net fired while it was exiting)"
     if raw.timed_out:
         return "timeout", f"killed at the wall-clock limit of {limits.wall_s:g} s"
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= limits.cpu_limit_s - 0.05):

@@ -142,8 +142,10 @@ def _init(req, out, err, report):
         except ChildProcessError: break
         if done == pid:
             status = st
+            os.write(report, struct.pack("i", status))  # at once: the supervisor's wall net must see it has finished
             _end_all()  # whatever it left running
-    os.write(report, struct.pack("i", -1 if status is None else status)); os._exit(0)
+    if status is None: os.write(report, struct.pack("i", -1))
+    os._exit(0)
 def _tail(fd, limit):
     size = os.fstat(fd).st_size
     return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", errors="replace")
@@ -184,9 +186,10 @@ def _supervise(req, result, dest):
     timed_out = overflow = False
     deadline = started + req["wall_s"]
     while not select_one(pidfd, min(0.02, max(0.0, deadline - time.monotonic()))):
-        if time.monotonic() >= deadline: timed_out = True
+        late = time.monotonic() >= deadline
+        if late: timed_out = not select_one(rd, 2.0)  # finished (reported) or about to within 2 s: not a timeout
         elif os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]: overflow = True
-        if timed_out or overflow:
+        if late or overflow:
             os.kill(init, signal.SIGUSR1)  # init kills and reaps everything, so their CPU seconds are counted
             if not select_one(pidfd, 5.0): os.kill(init, signal.SIGKILL)
             break
