@@ -1,6 +1,7 @@
 """Bad input at the command line: exit code 2, nothing on stdout, one line on stderr that names the file or key and
 the fix. The table of these cases with their messages is in tests/README.md ("Bad input at the command line")."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -17,17 +18,26 @@ CASES = [
     (["train", "tiny-cpu", "trl.learning_rat=1", "--dry-run"], "did you mean 'learning_rat' -> 'learning_rate'?"),
     (["train", "{bad_yaml}", "--dry-run"], "bad.yaml: line 2, column 1 is not valid YAML"),
     (["reproduce", "autoresearch", "--grid", "{bad_yaml}"], "bad.yaml: line 2, column 1 is not valid YAML"),
+    # issue 26: inputs that gave a traceback, a raw OS error, a created folder or a confident answer
+    (["reproduce", "autoresearch", "--size", "quick", "--out", "{a_file}"], "is a file; give a folder"),
+    (["reproduce", "bandit", "--out", "{a_file}"], "is a file; give a folder"),
+    (["prior", "fit", "--tasks-dir", "{missing_dir}"], "is not a folder; create it"),
+    (["predict", "{tmp}", "{solution}"], "a task folder? `wmrl tasks check"),
 ]
 
 
 @pytest.mark.parametrize("argv, expected", CASES, ids=[" ".join(a[:3]) for a, _ in CASES])
 def test_bad_input_is_one_line_on_stderr(argv, expected, tmp_path, capsys):
-    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml, a_file, missing_dir = tmp_path / "bad.yaml", tmp_path / "a_file.txt", tmp_path / "missing"
     bad_yaml.write_text("{methods: [wmrl\n")
-    code = main([part.format(bad_yaml=bad_yaml) for part in argv])
+    a_file.write_text("not a folder\n")
+    solution = Path(__file__).resolve().parents[1] / "toy/solutions/iris/good_logistic.py"
+    names = dict(bad_yaml=bad_yaml, a_file=a_file, missing_dir=missing_dir, tmp=tmp_path, solution=solution)
+    code = main([part.format(**names) for part in argv])
     out, err = capsys.readouterr()
     assert code == 2 and out == "", f"stdout should stay empty on an error, got {out!r}"
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and expected in lines[0], err
     if lines[0].startswith("{"):
         assert set(json.loads(lines[0])) == {"error"}
+    assert not missing_dir.exists() and a_file.read_text() == "not a folder\n"  # nothing created, nothing lost

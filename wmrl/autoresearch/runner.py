@@ -256,6 +256,8 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
         grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"{prefix}_{args.size}.yaml")
         if args.out:
             out = Path(args.out).resolve()
+            if out.exists() and not out.is_dir():
+                raise ValueError(f"--out {args.out} is a file; give a folder (it is created if missing)")
         else:
             from wmrl.core.settings import get_settings
             out = get_settings().runs_dir / f"{prefix}_{args.size}"

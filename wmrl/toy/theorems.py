@@ -145,6 +145,9 @@ def cli_reproduce_bandit(argv: list[str] | None = None) -> int:
         print(json.dumps({"error": f"template not found: {template}"}), file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
+    if out.exists() and not out.is_dir():
+        print(json.dumps({"error": f"--out {args.out} is a file; give a folder (it is created if missing)"}), file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     import papermill
     papermill.execute_notebook(str(template), str(out / "bandit.ipynb"), parameters=dict(size=args.size, out_dir=str(out)),

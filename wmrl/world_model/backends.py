@@ -366,7 +366,9 @@ def cli_predict(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         prediction = world_model.predict([(args.task_dir, code)])[0]
     except (OSError, ValueError, TypeError, RuntimeError, ImportError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}), file=sys.stderr)
+        hint = f"; is {args.task_dir} a task folder? `wmrl tasks check {args.task_dir}` names what is missing" \
+            if type(err).__name__ == "TaskError" else ""
+        print(json.dumps({"error": f"{type(err).__name__}: {err}{hint}"}), file=sys.stderr)
         return 2
     keys = ("check", "verdict", "confidence", "error_type", "line", "feedback")
     out = {"verdicts": [{k: v.to_dict()[k] for k in keys} for v in prediction.verdicts], "score": prediction.score,

@@ -373,6 +373,10 @@ def cli_fit_prior(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="population seeds to use (0: all rows and columns)")
     parser.add_argument("--strength", type=float, default=2.0, help="shrinkage strength in pseudo-tasks")
     args = parser.parse_args(argv)
+    if args.tasks_dir is not None and not Path(args.tasks_dir).is_dir():  # never create a folder it was not asked to
+        print(json.dumps({"error": f"--tasks-dir {args.tasks_dir} is not a folder; create it (the suite is built "
+                                   "inside it) or leave the option out for the tasks_dir setting"}), file=sys.stderr)
+        return 2
     try:
         prior = fit_prior_file(args.out, args.tasks_dir, args.seeds, args.strength)
     except ValueError as err:

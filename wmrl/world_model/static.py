@@ -112,6 +112,7 @@ def unanalysed(error_type: str, reason: str, confidence: float) -> list:
 
 def static_verdicts(task, code: str, prior=None) -> list:
     "The eight verdicts of the static tier for one solution; whatever the code, it fails only its own row (see above)."
+    task = task_view(task)  # outside the guard: a bad task folder is the caller's error, not this program's verdict
     if len(code) > MAX_ANALYSED_CHARS:
         return unanalysed("RuntimeError", f"not analysed: {len(code)} characters, over {MAX_ANALYSED_CHARS}", 0.5)
     try:
