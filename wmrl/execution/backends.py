@@ -15,6 +15,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -117,13 +118,32 @@ def _check_public_dir(public_dir) -> Path:
         raise ValueError(f"public_dir {public} is not a directory")
     return public
 
-def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
-    "CPU and peak memory from the launcher's exit report (when no cgroup measured them); NaN if it never wrote one."
+def _read_small_file(folder: Path, name: str, cap: int = 4096) -> bytes | None:
+    "A regular file's bytes, never following a link, never blocking on a FIFO, never reading past `cap` (else None)."
+    try: directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError: return None
+    try: fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+    except OSError: return None
+    finally: os.close(directory)
     try:
-        usage = json.loads((workdir.tmp / ".wmrl-usage.json").read_text())
-    except (OSError, ValueError):
-        usage = {"cpu_s": math.nan, "peak_mb": math.nan}
-    raw.cpu_s, raw.peak_mb = float(usage.get("cpu_s", math.nan)), float(usage.get("peak_mb", math.nan))
+        info = os.fstat(fd)
+        return os.read(fd, cap) if stat.S_ISREG(info.st_mode) and info.st_size <= cap else None
+    finally: os.close(fd)
+
+def _most(*values: float) -> float:
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return max(finite) if finite else math.nan
+
+def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
+    """CPU and peak memory when no cgroup measured them. The kernel's account of the process tree (`wait4`, set by
+    `drive`) is the floor: the launcher's exit report lives in the job's writable /tmp, so a job can forge it (a red
+    team wrote 0.001 CPU-s on a real Docker engine), or put a FIFO or a link to /dev/zero there. The report can only
+    raise the measure (what the kernel's account missed, such as a daemon that left the tree), never lower it."""
+    text = _read_small_file(workdir.tmp, ".wmrl-usage.json")
+    try: usage = json.loads(text) if text else {}
+    except ValueError: usage = {}
+    usage = usage if isinstance(usage, dict) else {}
+    raw.cpu_s, raw.peak_mb = _most(raw.cpu_s, usage.get("cpu_s")), _most(raw.peak_mb, usage.get("peak_mb"))
 
 class _ProcessBackend:
     "Shared run loop of the process-based backends; subclasses build the command line."
