@@ -236,3 +236,10 @@ def test_prediction_powered_coefficients_reach_the_loss(policy, scorer, tmp_path
         assert anchor.any() and not anchor.all()
         # anchor rows train on (M/k)A − (M/k − 1)λÂ with M/k = 4 and λ = 1, not on their plain advantage A
         assert not np.allclose(weighted[anchor], np.array(record["advantages"])[anchor])
+
+
+def test_a_run_that_ends_uncalibrated_says_so(policy, scorer, tmp_path):
+    "Issue 26: at the defaults (min_pairs 200, warm-up 32 anchor groups) a short run never engages; TRL's train() warns."
+    trainer = make_trainer(policy, scorer, tmp_path, CorrectionConfig(method="wmrl", anchor_fraction=0.25), max_steps=1)
+    with pytest.warns(UserWarning, match="not fully engaged: Online Debiasing never fitted"):
+        trainer.train()

@@ -11,6 +11,7 @@ import inspect
 import json
 import math
 import time
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
@@ -149,7 +150,8 @@ def save_corrector(self, path) -> Path:
     return path
 
 def _train(self, resume_from_checkpoint=None, *args, **kwargs):
-    "Trainer.train, restoring the corrector from the checkpoint when resuming (a resumed run keeps its calibration)."
+    """Trainer.train, restoring the corrector from the checkpoint when resuming (a resumed run keeps its calibration),
+    and warning at the end about any part of the correction that never engaged (`WMRLCorrector.unengaged`)."""
     if resume_from_checkpoint:
         folder = resume_from_checkpoint
         if folder is True:
@@ -160,7 +162,10 @@ def _train(self, resume_from_checkpoint=None, *args, **kwargs):
             raise FileNotFoundError(f"cannot resume WMRL: no wmrl_corrector.json in {folder!r} "
                                     "(its calibration and anchor weight would be lost)")
         self.corrector.load_state_dict(json.loads(saved.read_text()))
-    return super(_TRAINER_CLASS, self).train(resume_from_checkpoint, *args, **kwargs)
+    output = super(_TRAINER_CLASS, self).train(resume_from_checkpoint, *args, **kwargs)
+    for part in self.corrector.unengaged():  # a run that ended before the defaults engaged is not WMRL: say so
+        warnings.warn(f"training ended with {self.corrector.config.method} not fully engaged: {part}", stacklevel=2)
+    return output
 
 def _save_checkpoint(self, model, trial):
     "TRL's checkpoint plus `wmrl_corrector.json`, so a resumed run keeps its calibration."

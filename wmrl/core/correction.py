@@ -8,6 +8,7 @@ Docs: https://github.com/wmrl-kit/wmrl/correction.html.md"""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
@@ -127,6 +128,7 @@ class WMRLCorrector:
         def load_state_dict(self, state: dict) -> None: ...
         def adaptive_rho(self) -> float: ...
         def adaptive_count(self, n_groups: int) -> int: ...
+        def unengaged(self) -> list[str]: ...
 
 # %% ../../nbs/150_correction.ipynb #6f300662
 def _plan(self: WMRLCorrector, group_keys: Sequence[Hashable], step: int, in_flight: int = 0,
@@ -358,6 +360,10 @@ def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
         raise ValueError(f"correction state is missing {sorted(missing)}")
     if state["format"] != "wmrl.correction/1":
         raise ValueError(f"unknown correction state format {state['format']!r}")
+    changed = {k: (v, state["config"].get(k)) for k, v in self.config.to_dict().items() if state["config"].get(k) != v}
+    if changed:  # the saved run's configuration wins; say so, or a resumed run silently trains differently
+        warnings.warn("load_state_dict replaces this corrector's configuration with the saved one: "
+                      + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in sorted(changed.items())), stacklevel=2)
     self.__init__(CorrectionConfig.from_dict(state["config"]))
     self.scheduler.load_state_dict(state["scheduler"])
     for name in ("debiaser", "denoiser"):
@@ -376,3 +382,16 @@ def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
 
 WMRLCorrector.state_dict = _state_dict
 WMRLCorrector.load_state_dict = _load_state_dict
+
+# %% ../../nbs/150_correction.ipynb #47b7752b
+def _unengaged(self: WMRLCorrector) -> list[str]:
+    "What of this method's correction never engaged, each with the knob that would make it engage sooner."
+    out, c = [], self.config
+    if self.debiaser is not None and not self.debiaser.calibrated:
+        out.append(f"Online Debiasing never fitted: it waits for min_pairs={c.min_pairs} anchor pairs and has seen "
+                   f"{self.debiaser.n_seen}; lower min_pairs or train longer")
+    if isinstance(self.denoiser, AnchorWeighter) and self.denoiser.c is None:
+        out.append(f"the anchor weight never moved off 1: it waits for warmup={c.warmup} anchor groups; lower warmup")
+    return out
+
+WMRLCorrector.unengaged = _unengaged
