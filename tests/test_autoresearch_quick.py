@@ -38,6 +38,9 @@ def test_quick_reproduction_end_to_end(tmp_path):
         assert value is None or isinstance(value, (int, float)) and (math.isnan(value) or value > 0)
     for name in ("results.md", "learning_curves.png", "compute_tradeoff.png", "autoresearch_summary.ipynb"):
         assert (out / name).is_file(), name
+    report = (out / "results.md").read_text()  # issue 26: a one-seed run says it is a smoke run, and prints no ratio
+    assert "**Smoke run: 1 seed.**" in report and "not reported for a smoke run" in report
+    assert "× (" not in report.split("## Compute at equal score")[1].split("Has each method")[0]
     for run in ("grpo_real__seed0", "pure_wm__seed0", "wmrl__seed0"):
         metrics = json.loads((out / run / "metrics.json").read_text())
         assert metrics["steps_done"] == metrics["config"]["steps"]
