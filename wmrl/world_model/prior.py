@@ -348,6 +348,9 @@ def fit_prior_file(out, tasks_dir=None, seeds: Sequence[int] = (0,), strength: f
     from wmrl.execution.suite_data import SUITE
     if not (isinstance(strength, (int, float)) and math.isfinite(strength) and strength > 0):  # before any build
         raise ValueError(f"strength must be a positive number, got {strength!r}")
+    if tasks_dir is not None and not Path(tasks_dir).is_dir():  # a typo must not become a new folder and a suite build
+        raise ValueError(f"--tasks-dir {tasks_dir} is not a folder; create it (the suite is built inside it) or leave "
+                         "the option out for the tasks_dir setting")
     names = suite_split(list(SUITE))[0]
     tasks = build_suite(Path(tasks_dir) if tasks_dir else get_settings().tasks_dir, tasks=names, progress=False)
     prior = fit_quality_prior(tasks, seeds=seeds, strength=strength)
@@ -373,10 +376,6 @@ def cli_fit_prior(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="population seeds to use (0: all rows and columns)")
     parser.add_argument("--strength", type=float, default=2.0, help="shrinkage strength in pseudo-tasks")
     args = parser.parse_args(argv)
-    if args.tasks_dir is not None and not Path(args.tasks_dir).is_dir():  # never create a folder it was not asked to
-        print(json.dumps({"error": f"--tasks-dir {args.tasks_dir} is not a folder; create it (the suite is built "
-                                   "inside it) or leave the option out for the tasks_dir setting"}), file=sys.stderr)
-        return 2
     try:
         prior = fit_prior_file(args.out, args.tasks_dir, args.seeds, args.strength)
     except ValueError as err:
