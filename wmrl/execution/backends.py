@@ -257,15 +257,19 @@ def dataset_masks(providers: tuple[tuple[str, str], ...] = DATA_PROVIDERS) -> tu
     for package, folder in providers:
         spec = importlib.util.find_spec(package)  # top-level names only: nothing is imported
         if spec is None or not spec.submodule_search_locations: continue
-        for root in [str(Path(r) / folder) for r in spec.submodule_search_locations if (Path(r) / folder).is_dir()]:
-            for dirpath, dirnames, filenames in os.walk(root):
+        for root in [Path(r) / folder for r in spec.submodule_search_locations if (Path(r) / folder).is_dir()]:
+            code, data = set(), set()  # folders whose subtree holds code / data: one bottom-up walk
+            for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+                here, below = Path(dirpath), [Path(dirpath) / d for d in dirnames]
+                if any(f.endswith(".py") for f in filenames) or any(d in code for d in below): code.add(here)
+                if any(_is_data(f) for f in filenames) or any(d in data for d in below): data.add(here)
+            for dirpath, dirnames, filenames in os.walk(root):  # then top down, stopping at each covered folder
                 here = Path(dirpath)
-                if here != Path(root) and not any(f.endswith(".py") for _, _, fs in os.walk(here) for f in fs) \
-                        and any(_is_data(f) for _, _, fs in os.walk(here) for f in fs):
+                if here != root and here not in code and here in data:
                     folders.append(here)
                     dirnames.clear()  # the whole folder is covered
-                    continue
-                files += [here / f for f in filenames if _is_data(f)]
+                else:
+                    files += [here / f for f in filenames if _is_data(f)]
     return tuple(sorted(folders)), tuple(sorted(files))
 
 # %% ../../nbs/281_backends.ipynb #21d011ea

@@ -132,13 +132,17 @@ def evaluate_subscript(node: ast.Subscript, state: State):
 TUNING = ("GridSearchCV", "RandomizedSearchCV", "cross_val_score", "cross_validate", "CalibratedClassifierCV")
 OPAQUE, UNDECIDED = 0.55, 0.5  # confidences of "runs code it cannot read" and "an assertion it cannot decide"
 
+def _is_getattr(node, state: State) -> bool:
+    "Is `node` a call of the builtin getattr with an object and a name?"
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and "getattr" not in state.env and len(node.args) >= 2)
+
 def opaque_call(node: ast.Call, func, state: State) -> str | None:
     "Why this call runs code the analysis cannot read (`func` is its evaluated function), or None."
     callee = node.func
     if isinstance(callee, ast.Name) and callee.id in ("exec", "eval", "compile", "__import__") and callee.id not in state.env:
         return f"{callee.id}() runs code the world model cannot read"
-    if (isinstance(callee, ast.Call) and isinstance(callee.func, ast.Name) and callee.func.id == "getattr"
-            and "getattr" not in state.env and len(callee.args) >= 2 and not isinstance(evaluate(callee.args[1], state), str)):
+    if _is_getattr(callee, state) and not isinstance(evaluate(callee.args[1], state), str):
         return "a call through getattr() with a computed name"
     if isinstance(func, Obj) and func.value is importlib.import_module and not (node.args and isinstance(evaluate(node.args[0], state), str)):
         return "importlib.import_module() of a computed name"
@@ -146,8 +150,7 @@ def opaque_call(node: ast.Call, func, state: State) -> str | None:
 
 def resolve_getattr(node: ast.Call, state: State):
     "`getattr(x, 'name')` with a name the analysis can compute is the attribute `x.name` (so `sl` + `eep` is `sleep`)."
-    if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and "getattr" not in state.env and len(node.args) >= 2):
-        return None
+    if not _is_getattr(node, state): return None
     name = evaluate(node.args[1], state)
     if not isinstance(name, str) or not name.isidentifier(): return None
     return evaluate(ast.copy_location(ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load()), node), state)
