@@ -8,14 +8,15 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export PYTHONDONTWRITEBYTECODE ?= 1
 SIZE ?= full
-# Both reproductions at full size by default (SIZE=quick AUTORESEARCH_SIZE=quick for a smoke run of a few minutes).
-AUTORESEARCH_SIZE ?= $(SIZE)
+# At full size AutoResearch runs the oracle grid: real-execution GRPO and WMRL on 8 paired seeds with the gradient
+# oracle measuring every estimator's gradient against the all-real one (SIZE=quick: a smoke run of a few minutes).
+AUTORESEARCH_SIZE ?= $(if $(filter full,$(SIZE)),oracle,$(SIZE))
 OUT ?= reproductions/runs/latest
 
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied reproduce reproduce-long reproduce-oracle reproduce-ppi test lab index docs lock
+.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -65,12 +66,23 @@ reproduce: setup
 	@start=$$(date +%s); echo "estimated: bandit ~3 min; AutoResearch: its estimate is printed when it starts (full: under 1 h on 2 idle cores)"; \
 	$(BIN)/wmrl reproduce bandit --size $(SIZE) --out $(OUT)/bandit && \
 	$(BIN)/wmrl reproduce autoresearch --size $(AUTORESEARCH_SIZE) --out $(OUT)/autoresearch && \
+	if [ "$(AUTORESEARCH_SIZE)" = oracle ]; then \
+		$(PY) reproductions/bench/gradient_oracle.py $(OUT)/autoresearch --out $(OUT)/autoresearch/oracle || exit $$?; fi && \
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_wm_prior.py -k shipped && \
 	$(MEASURED) "make reproduce"
 	@echo "(the last check is the one CI skips: the refitted quality prior against the shipped one, on the suite built here)"
 	@echo "Reports:"
-	@echo "  toy bandit:    $(OUT)/bandit/bandit.ipynb, $(OUT)/bandit/metrics.json and figures"
-	@echo "  AutoResearch:  $(OUT)/autoresearch/results.md, $(OUT)/autoresearch/summary.json and figures"
+	@echo "  toy bandit:     $(OUT)/bandit/bandit.ipynb, $(OUT)/bandit/metrics.json and figures"
+	@echo "  AutoResearch:   $(OUT)/autoresearch/results.md, $(OUT)/autoresearch/summary.json and figures"
+	@if [ "$(AUTORESEARCH_SIZE)" = oracle ]; then echo "  gradient oracle: $(OUT)/autoresearch/oracle/oracle.md, oracle.json and oracle.png"; fi
+
+## reproduce-ablation: the 7-arm grid (the paper's methods, each correction alone, anchors_only) on the same seeds, 10 steps
+reproduce-ablation: setup
+	@start=$$(date +%s); \
+	$(BIN)/wmrl reproduce autoresearch --size full --out $(OUT)/autoresearch_ablation && \
+	$(PY) reproductions/bench/matched_steps.py $(OUT)/autoresearch_ablation --contrasts && \
+	$(MEASURED) "make reproduce-ablation"
+	@echo "Report: $(OUT)/autoresearch_ablation/results.md, summary.json and figures"
 
 ## reproduce-long: after `make reproduce`, GRPO to 50 steps and WMRL to 75 on the same seeds, to their plateaus (reusing its execution cache)
 reproduce-long: setup
@@ -78,15 +90,6 @@ reproduce-long: setup
 	$(BIN)/wmrl reproduce autoresearch --size long --out $(OUT)/autoresearch_long && \
 	$(MEASURED) "make reproduce-long"
 	@echo "Report: $(OUT)/autoresearch_long/results.md, $(OUT)/autoresearch_long/summary.json and figures"
-
-## reproduce-oracle: the full grid's grpo_real and wmrl runs again, with the gradient oracle measuring every estimator
-## against the all-real gradient (free along grpo_real; probes of wmrl's own batches at steps 0, 5, 10, 15)
-reproduce-oracle: setup
-	@start=$$(date +%s); \
-	$(BIN)/wmrl reproduce autoresearch --size oracle --out $(OUT)/autoresearch_oracle && \
-	$(PY) reproductions/bench/gradient_oracle.py $(OUT)/autoresearch_oracle --out $(OUT)/autoresearch_oracle/oracle && \
-	$(MEASURED) "make reproduce-oracle"
-	@echo "Report: $(OUT)/autoresearch_oracle/oracle/oracle.md, oracle.json and figures"
 
 ## reproduce-ppi: prediction-powered WMRL beyond the paper (wmrl_ppi, ppi; with wmrl at rho = 0.25), 20 steps then to the
 ## plateau at rho = 1/8 and rho = 0.25, each grid reusing the one before it's execution cache. Measured on this machine,

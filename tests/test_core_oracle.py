@@ -125,6 +125,24 @@ def test_one_near_flat_group_pins_the_release_weight_and_not_the_capped_one():
     assert (capped[11:] < 4.0).all()  # capped: one group cannot pin it
 
 
+def test_the_default_weight_is_the_capped_one():
+    "The core's default is the outlier-proof s² (fails before it was: the default was the release's uncapped rule)."
+    assert CorrectionConfig().s2_cap == 4.0
+    corrector = WMRLCorrector(CorrectionConfig(method="wmrl", anchor_fraction=0.125, **SMALL))
+    assert corrector.denoiser.s2_cap == 4.0
+    assert (weights(CorrectionConfig.s2_cap)[11:] < 4.0).all()
+    CorrectionConfig(method="mixed_uncorrected")  # estimators without the anchor weight take the default and ignore it
+
+
+def test_a_state_from_before_the_cap_resumes_uncapped():
+    "A checkpoint written when the release's rule was the only one (no s2_cap key) must resume with that rule."
+    old = WMRLCorrector(CorrectionConfig(method="wmrl", s2_cap=None)).state_dict()
+    del old["config"]["s2_cap"], old["denoiser"]["s2_cap"]
+    twin = WMRLCorrector(CorrectionConfig(method="wmrl", s2_cap=None))
+    twin.load_state_dict(old)
+    assert twin.config.s2_cap is None and twin.denoiser.s2_cap is None
+
+
 def test_s2_cap_is_checked_and_round_trips():
     with pytest.raises(ValueError, match="s2_cap"):
         CorrectionConfig(s2_cap=-1.0)

@@ -33,7 +33,8 @@ from .probe import probe_step, step_diagnostics
 __all__ = ['SMALL_RUN_CORRECTION', 'CHECKPOINT', 'AutoResearchConfig', 'AutoResearchRun']
 
 # %% ../../nbs/430_loop.ipynb #f08b7b5d
-SMALL_RUN_CORRECTION = {"min_pairs": 16, "refit_every": 8, "warmup": 4, "half_life": 16.0}
+SMALL_RUN_CORRECTION = {"min_pairs": 16, "refit_every": 8, "warmup": 4, "half_life": 16.0,
+                        "s2_cap": None}  # the release's uncapped s², which every committed grid ran with
 
 @dataclass
 class AutoResearchConfig:

@@ -52,7 +52,7 @@ class CorrectionConfig:
     fusion_max_ratio: float = 20.0  # cap on the fusion's anchor : WM weight ratio
     s2_rule: str = "out_of_sample"  # s² with the map from before this step's pairs; "in_sample": after (release)
     weight_scale: str = "bias_corrected"  # where the anchor weight's c comes from: bias_corrected, official, paper
-    s2_cap: float | None = None  # cap on a group's s² before the anchor weight's EMA (None: the release, uncapped)
+    s2_cap: float | None = 4.0  # cap on a group's s² before the anchor weight's EMA (None: the release, uncapped)
     min_distinct: int = 2  # distinct predictions the debiaser needs before it fits (1: the pre-fix rule)
     adaptive_rho_max: float = 0.5  # wmrl_adaptive: cap on rho_t
     adaptive_s2_ref: float = 0.5  # wmrl_adaptive: out-of-sample s² at which rho_t = anchor_fraction
@@ -360,11 +360,12 @@ def _load_state_dict(self: WMRLCorrector, state: dict) -> None:
         raise ValueError(f"correction state is missing {sorted(missing)}")
     if state["format"] != "wmrl.correction/1":
         raise ValueError(f"unknown correction state format {state['format']!r}")
-    changed = {k: (v, state["config"].get(k)) for k, v in self.config.to_dict().items() if state["config"].get(k) != v}
+    saved = {"s2_cap": None, **state["config"]}  # states from before the cap ran the release's uncapped s²
+    changed = {k: (v, saved.get(k)) for k, v in self.config.to_dict().items() if saved.get(k) != v}
     if changed:  # the saved run's configuration wins; say so, or a resumed run silently trains differently
         warnings.warn("load_state_dict replaces this corrector's configuration with the saved one: "
                       + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in sorted(changed.items())), stacklevel=2)
-    self.__init__(CorrectionConfig.from_dict(state["config"]))
+    self.__init__(CorrectionConfig.from_dict(saved))
     self.scheduler.load_state_dict(state["scheduler"])
     for name in ("debiaser", "denoiser"):
         component = getattr(self, name)

@@ -90,10 +90,7 @@ def validate_config(config) -> None:
     s2_cap = getattr(config, "s2_cap", None)  # objects from before the cap lack it
     if s2_cap is not None and not (math.isfinite(s2_cap) and s2_cap > 0):
         raise ValueError(f"s2_cap must be None or a finite number > 0, got {s2_cap}")
-    spec = METHOD_SPECS[config.method]
-    if s2_cap is not None and not (spec.denoise and config.denoise == "anchor_weight"):
-        raise ValueError(f"s2_cap caps the official anchor weight's s²; method {config.method!r} with denoise="
-                         f"{config.denoise!r} has no anchor weight, so the cap would be ignored")
+    spec = METHOD_SPECS[config.method]  # s2_cap only acts on the anchor weight; other estimators ignore it
     if spec.rectify and (config.scale == "batch" or config.min_anchor_groups < 1):
         raise ValueError("ppi and wmrl_ppi need scale 'group' or 'none' (a batch std over the anchors depends on the "
                          "draw, which biases the estimate) and min_anchor_groups >= 1")

@@ -90,7 +90,8 @@ def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
     "The correction step's knobs for this run (the miniature's warm-ups are scaled to its few anchor pairs)."
     return CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed,
                             min_pairs=config.min_pairs, refit_every=config.refit_every,
-                            per_category=config.per_task_maps, half_life=config.half_life, warmup=config.warmup)
+                            per_category=config.per_task_maps, half_life=config.half_life, warmup=config.warmup,
+                            s2_cap=None)  # the release's uncapped s², as the committed embodied runs
 
 def embodied_config(params: dict) -> dict:
     "The grid resolver (`resolver: wmrl.embodied.loop:embodied_config`): every knob with defaults filled in."
