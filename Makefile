@@ -63,14 +63,15 @@ setup-system:
 
 ## reproduce: the CPU reproductions, headless, with a report at the end (SIZE=quick for a smoke run)
 reproduce: setup
-	@start=$$(date +%s); echo "estimated: bandit ~3 min; AutoResearch: its estimate is printed when it starts (full: under 1 h on 2 idle cores)"; \
+	@start=$$(date +%s); echo "estimated: bandit ~3 min (quick: ~1 min); AutoResearch: its estimate, suite build included, is printed when it starts"; \
 	$(BIN)/wmrl reproduce bandit --size $(SIZE) --out $(OUT)/bandit && \
 	$(BIN)/wmrl reproduce autoresearch --size $(AUTORESEARCH_SIZE) --out $(OUT)/autoresearch && \
 	if [ "$(AUTORESEARCH_SIZE)" = oracle ]; then \
 		$(PY) reproductions/bench/gradient_oracle.py $(OUT)/autoresearch --out $(OUT)/autoresearch/oracle || exit $$?; fi && \
-	$(PY) -m pytest -q -p no:cacheprovider tests/test_wm_prior.py -k shipped && \
+	if [ "$(SIZE)" != quick ]; then $(PY) -m pytest -q -p no:cacheprovider tests/test_wm_prior.py -k shipped || exit $$?; fi && \
 	$(MEASURED) "make reproduce"
-	@echo "(the last check is the one CI skips: the refitted quality prior against the shipped one, on the suite built here)"
+	@if [ "$(SIZE)" = quick ]; then echo "(a smoke run: it shows that every part runs here; 1 seed and 3 steps give no result to read)"; \
+	else echo "(the last check is the one CI skips: the refitted quality prior against the shipped one, on the suite built here)"; fi
 	@echo "Reports:"
 	@echo "  toy bandit:     $(OUT)/bandit/bandit.ipynb, $(OUT)/bandit/metrics.json and figures"
 	@echo "  AutoResearch:   $(OUT)/autoresearch/results.md, $(OUT)/autoresearch/summary.json and figures"

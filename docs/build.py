@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import html
 import multiprocessing
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -45,8 +46,8 @@ def is_appendix(name: str) -> bool:
 
 
 # Chapters executed by default: fast, and the ones whose figures a reader looks for first.
-TEACHING = ["110_advantages", "120_anchors", "130_debias", "140_denoise", "147_ppi", "150_correction", "155_oracle", "010_bandit",
-            "430_loop"]
+TEACHING = ["010_bandit", "020_bandit_explorer", "110_advantages", "120_anchors", "130_debias", "140_denoise", "147_ppi",
+            "150_correction", "155_oracle", "430_loop"]
 
 
 def execute(path: Path) -> tuple[dict, float]:
@@ -76,14 +77,46 @@ def _page_body(nb) -> dict:
         text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         cell["source"] = "\n".join(line for line in text.splitlines() if not line.startswith("#|")).strip("\n")
         cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items() if k == "tags"}  # drop execnb timings
+        if cell["cell_type"] == "markdown":
+            cell["source"] = math_to_mathml(cell["source"])
         if cell["cell_type"] == "code":
             cell.setdefault("outputs", []); cell.setdefault("execution_count", None)
+            cell["outputs"] = [_joined(output) for output in cell["outputs"]]
+        if not cell["source"].strip() and not cell.get("outputs"):
+            continue  # a cell that held only directives (`#| default_exp ...`) would show as an empty box
         cells.append({k: cell[k] for k in keep[cell["cell_type"]] if k in cell})
     kernel = {"name": "python3", "display_name": "python3", "language": "python"}
     return {"cells": cells, "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def render(name: str, out: Path, run: bool) -> tuple[str, float, bool]:
+def _joined(output: dict) -> dict:
+    "execnb keeps text outputs as lists of lines; nbconvert would print such a list as a Python list, `\\n` and all."
+    if isinstance(output.get("text"), list):
+        output["text"] = "".join(output["text"])
+    if isinstance(output.get("data"), dict):
+        output["data"] = {k: "".join(v) if isinstance(v, list) else v for k, v in output["data"].items()}
+    return output
+
+
+MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
+CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
+
+
+def math_to_mathml(markdown: str) -> str:
+    """Formulas rendered to MathML at build time, which the browser draws itself: no MathJax from a CDN, so the site
+    reads the same with no network. Code spans keep their dollars; a formula the converter cannot read stays as written."""
+    from latex2mathml.converter import convert
+
+    def one(match: re.Match) -> str:
+        block, inline = match.group(1), match.group(2)
+        try:
+            return convert((block or inline).strip(), display="block" if block else "inline")
+        except Exception:
+            return match.group(0)
+    return "".join(part if i % 2 else MATH.sub(one, part) for i, part in enumerate(CODE.split(markdown)))
+
+
+def render(name: str, out: Path, run: bool, nav: tuple = (None, None)) -> tuple[str, float, bool]:
     "Write out/NAME.html; executed first when `run`. Returns (name, seconds, executed)."
     import nbformat
     from fastcore.nbio import read_nb
@@ -91,9 +124,40 @@ def render(name: str, out: Path, run: bool) -> tuple[str, float, bool]:
     path = NBS / f"{name}.ipynb"
     nb, seconds = execute(path) if run else (read_nb(path), 0.0)
     page = nbformat.from_dict(_page_body(nb))
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": name}})
-    (out / f"{name}.html").write_text(body)
+    title = chapter_title(name)
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": title}})
+    (out / f"{name}.html").write_text(offline_page(body, name, nav))
     return name, seconds, run
+
+
+REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=\"https?://[^\"]*\"[^>]*>\s*</script>")
+LINK = re.compile(r'<a href="(?!https?:|#|mailto:)([^"]+)"([^>]*)>(.*?)</a>', re.S)
+
+
+def local_link(match: re.Match) -> str:
+    "A link to a chapter notebook goes to its page, the README to readme.html; a repository file the site does not hold is named, not linked."
+    target, attributes, text = match.groups()
+    stem = Path(target.split("#")[0]).name
+    if stem.endswith(".ipynb") and (NBS / stem).is_file():
+        return f'<a href="{stem[:-6]}.html"{attributes}>{text}</a>'
+    if stem == "README.md" and target.split("#")[0] in ("README.md", "../README.md"):
+        return f'<a href="readme.html"{attributes}>{text}</a>'
+    if stem.endswith(".html") and (NBS / f"{stem[:-5]}.ipynb").is_file():
+        return match.group(0)
+    return f'<span class="repo-path" title="{html.escape(target)} in the repository">{text}</span>'
+
+
+def offline_page(body: str, name: str, nav: tuple) -> str:
+    "No script from the network (formulas are MathML already), links that resolve inside the site, and a bar to move on."
+    previous, following = nav
+    links = ['<a href="index.html">&#8962; all chapters</a>']
+    links += [f'<a href="{n}.html" rel="{r}">{a} {html.escape(chapter_title(n))}</a>' for n, r, a in
+              ((previous, "prev", "&larr;"), (following, "next", "&rarr;")) if n]
+    bar = ('<nav class="wmrl-nav" style="font-family:system-ui,sans-serif;display:flex;gap:1.5rem;padding:.6rem 1rem;'
+           f'border-bottom:1px solid #ddd;background:#fafafa">{"".join(links)}</nav>')
+    body = LINK.sub(local_link, REMOTE_SCRIPT.sub("", body))
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + bar, body, count=1)
+    return body.replace("</body>", bar.replace("border-bottom", "border-top") + "</body>", 1)
 
 
 def chapter_title(name: str) -> str:
@@ -150,10 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     context = multiprocessing.get_context("spawn")  # a fresh interpreter per executed chapter, as nbdev-test gives
     executed = [n for n in chosen if run[n]]
+    order = [n for _, _, part in reading_path(names) for n in part]  # previous / next follow the reading path
+    nav = {n: (order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None) for i, n in enumerate(order)}
     with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {n: pool.submit(render, n, args.out, True) for n in executed}
+        futures = {n: pool.submit(render, n, args.out, True, nav.get(n, (None, None))) for n in executed}
         for name in tqdm([n for n in chosen if not run[n]], desc="chapters shown as written", unit="nb"):
-            _collect(name, lambda name=name: render(name, args.out, False), failed)  # in this process, meanwhile
+            _collect(name, lambda name=name: render(name, args.out, False, nav.get(name, (None, None))), failed)
         for name, future in tqdm(futures.items(), desc="chapters executed", unit="nb"):
             _collect(name, future.result, failed)
     render_readme(args.out)
@@ -176,8 +242,9 @@ def render_readme(out: Path) -> None:
     "README.md as readme.html (through nbs/index.ipynb, which holds the same text)."
     import nbformat
     from nbconvert import HTMLExporter
-    page = nbformat.read(NBS / "index.ipynb", as_version=4)
-    (out / "readme.html").write_text(HTMLExporter(template_name="lab").from_notebook_node(page)[0])
+    page = nbformat.from_dict(_page_body(nbformat.read(NBS / "index.ipynb", as_version=4)))
+    body = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": "wmrl: README"}})[0]
+    (out / "readme.html").write_text(offline_page(body, "index", (None, None)))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ CASES = [
     (["reproduce", "bandit", "--out", "{a_file}"], "is a file; give a folder"),
     (["prior", "fit", "--tasks-dir", "{missing_dir}"], "is not a folder; create it"),
     (["predict", "{tmp}", "{solution}"], "a task folder? `wmrl tasks check"),
+    (["reproduce", "autoresearch", "--grid", "{negative_seeds}"], "seeds must be ints >= 0"),
+    (["reproduce", "embodied", "--workers", "-2", "--out", "{missing_dir}"], "--workers must be at least 1"),
+    (["run", "{task}", "{solution}", "--workers", "-2"], "--workers must be at least 1"),
 ]
 
 
@@ -30,9 +33,13 @@ CASES = [
 def test_bad_input_is_one_line_on_stderr(argv, expected, tmp_path, capsys):
     bad_yaml, a_file, missing_dir = tmp_path / "bad.yaml", tmp_path / "a_file.txt", tmp_path / "missing"
     bad_yaml.write_text("{methods: [wmrl\n")
+    negative_seeds = tmp_path / "negative.yaml"
+    negative_seeds.write_text("name: neg\ntemplate: reproductions/autoresearch.ipynb\nmethods: [wmrl]\nseeds: [0, -1]\n")
     a_file.write_text("not a folder\n")
     solution = Path(__file__).resolve().parents[1] / "toy/solutions/iris/good_logistic.py"
-    names = dict(bad_yaml=bad_yaml, a_file=a_file, missing_dir=missing_dir, tmp=tmp_path, solution=solution)
+    task = Path(__file__).resolve().parents[1] / "toy/tasks/iris"
+    names = dict(bad_yaml=bad_yaml, a_file=a_file, missing_dir=missing_dir, tmp=tmp_path, solution=solution,
+                 negative_seeds=negative_seeds, task=task)
     code = main([part.format(**names) for part in argv])
     out, err = capsys.readouterr()
     assert code == 2 and out == "", f"stdout should stay empty on an error, got {out!r}"

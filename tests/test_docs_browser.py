@@ -15,6 +15,7 @@ import pytest
 from browser_support import chromium_page, copy_tree_notebook, jupyter_lab, needs_chromium, shots_dir, static_server
 
 ROOT = Path(__file__).resolve().parent.parent
+MATH_PAGES = ["140_denoise", "130_debias"]  # executed teaching chapters with formulas in their text
 FIGURE_PAGES = ["010_bandit", "130_debias", "430_loop"]  # the reading path's first figure of each part
 
 
@@ -69,3 +70,48 @@ def test_notebook_opens_with_its_kernel_and_no_dialog():
             page.screenshot(path=str(shots_dir(root) / "lab_130_debias_opened.png"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_every_link_of_the_site_resolves_inside_it(site):
+    "No dead link: every relative href of every page names a file the site holds (repository files are named, not linked)."
+    import re
+    dead = []
+    for page in sorted(site.glob("*.html")):
+        for target in re.findall(r'<a [^>]*href="([^"]+)"', page.read_text()):
+            if target.startswith(("http://", "https://", "#", "mailto:", "data:")):
+                continue
+            if not (site / target.split("#")[0]).is_file():
+                dead.append(f"{page.name} -> {target}")
+    assert not dead, f"{len(dead)} dead links, first: {dead[:5]}"
+
+
+@pytest.mark.parametrize("page_name", MATH_PAGES)
+@needs_chromium
+def test_a_chapter_reads_with_the_network_off(site, page_name):
+    """With every request outside the local server refused: formulas drawn (MathML, no CDN), printed outputs shown as
+    text (not a Python list of lines), the bar to the index and the next chapter, the chapter's title."""
+    with static_server(site) as url, chromium_page() as page:
+        refused = []
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((url, "data:"))
+                   else (refused.append(route.request.url), route.abort()))
+        page.goto(url + f"{page_name}.html")
+        page.wait_for_load_state("load")
+        formulas = page.locator(".jp-MarkdownOutput math")
+        assert formulas.count() >= 3, f"{page_name}.html shows {formulas.count()} formulas"
+        box = formulas.first.bounding_box()
+        assert box and box["height"] > 5 and box["width"] > 5, f"the first formula is not drawn: {box}"
+        prose = page.locator(".jp-MarkdownOutput").all_inner_texts()
+        assert not [t for t in prose if "\\frac" in t or "$$" in t], "raw LaTeX left in the text"
+        printed = page.locator(".jp-OutputArea-output pre").all_inner_texts()
+        assert printed, f"{page_name}.html shows no printed output"
+        assert not [t for t in printed if t.lstrip().startswith("['") or "\\n" in t], f"outputs as lists: {printed[:2]}"
+        assert page.title() and page.title() != page_name, "the page's title is the chapter's, not its file name"
+        nav = page.locator("nav.wmrl-nav").first
+        assert nav.locator("a[href='index.html']").count() == 1
+        page.locator("nav.wmrl-nav a[rel='next']").first.click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith(".html") and not page.url.endswith(f"{page_name}.html")
+        page.go_back()
+        formulas.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots_dir(site) / f"docs_{page_name}_offline.png"))
+        assert all("127.0.0.1" not in u for u in refused), refused[:3]

@@ -30,7 +30,9 @@ def _reproduce(out: Path) -> subprocess.CompletedProcess:
 def test_quick_embodied_reproduction(tmp_path):
     import yaml
     grid = yaml.safe_load((Path(__file__).resolve().parents[1] / "reproductions/grids/embodied_quick.yaml").read_text())
+    from wmrl.core.anchors import anchor_count
     steps, groups, g = grid["base"]["steps"], grid["base"]["groups_per_step"], grid["base"]["rollouts_per_init"]
+    anchors = anchor_count(groups, grid["base"]["anchor_fraction"])
     out = tmp_path / "quick"
     done = _reproduce(out)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -47,7 +49,7 @@ def test_quick_embodied_reproduction(tmp_path):
     assert arms["sparse"]["real_labels"]["mean"] == steps * groups * g  # every rollout's success
     assert arms["dense_raw"]["real_labels"]["mean"] == 0
     scarce = arms["sparse_scarce"]["real_labels"]["mean"]
-    assert arms["dense_calib"]["real_labels"]["mean"] == scarce == steps * g  # one anchor group per step of 10
+    assert arms["dense_calib"]["real_labels"]["mean"] == scarce == steps * anchors * g
     assert arms["sparse"]["wm_cpu_s"]["mean"] == 0 and arms["sparse_scarce"]["wm_cpu_s"]["mean"] == 0
     assert arms["dense_raw"]["wm_cpu_s"]["mean"] > 0 and arms["dense_calib"]["wm_cpu_s"]["mean"] > 0
     assert set(summary["paired_vs_dense_calib"]) == {"sparse", "dense_raw", "sparse_scarce"}
@@ -60,6 +62,10 @@ def test_quick_embodied_reproduction(tmp_path):
         starts = {json.dumps(m["sft_heldout"], sort_keys=True) for m in runs.values() if m["config"]["seed"] == seed}
         assert len(starts) == 1
     assert len({m["world_model"]["fingerprint"] for m in runs.values()}) == 1  # one frozen world model for all
+    for name, run in runs.items():  # the correction engages in CI: the debiaser fits and the anchor weight moves
+        if run["arm"] == "dense_calib":
+            assert run["stats"][-1]["calibrated"], f"{name}: Online Debiasing never fitted"
+            assert any(s["anchor_weight"] != 1.0 for s in run["stats"]), f"{name}: the anchor weight never moved"
     again = _reproduce(out)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {r["status"] for r in json.loads(again.stdout)["runs"]} == {"skipped"}

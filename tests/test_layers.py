@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "wmrl"
 RANK = {"core": 0, "toy": 1, "execution": 1, "world_model": 2, "autoresearch": 3, "adapters": 4, "embodied": 4,
-        "cli": 5}
+        "cli": 5, "wmrl": 6}  # "wmrl": the package root, which names the correction step (lazily) for users
 # Notebook numbers name subpackages: the hundreds digit, 9xx for the top-level entry points.
 BY_DIGIT = {"0": "toy", "1": "core", "2": "execution", "3": "world_model", "4": "autoresearch", "5": "adapters",
             "6": "embodied", "9": None}

@@ -125,3 +125,44 @@ def test_a_lookup_scores_no_better_than_a_model(breast_cancer, backend):
     assert honest.status == "ok" and attack.status == "ok", (honest.message, attack.message)
     assert "LOOKUP FAILED" in attack.stdout_tail, attack.stdout_tail
     assert attack.reward <= honest.reward, (attack.reward, honest.reward)
+
+
+# a task of each text and pickle provider, and the file its rows come from (statsmodels' rand_hie is left out of the
+# positive control: the task's values differ from randhie.csv's at 3 decimals, so only 25% of its probes match)
+SOURCE_FILES = {"wine": "wine_data.csv", "penguins": "penguins.csv", "carseats": "Carseats.pkl.compress"}
+ONE_PER_PROVIDER = list(SOURCE_FILES)
+
+
+@pytest.fixture(scope="module")
+def provider_tasks(tmp_path_factory):
+    from wmrl.execution.suite import build_suite
+    return build_suite(tmp_path_factory.mktemp("suite"), tasks=ONE_PER_PROVIDER, progress=False)
+
+
+def test_tasks_check_finds_no_readable_source_and_would_find_an_unmasked_one(provider_tasks):
+    """`wmrl tasks check`'s lookup (wmrl.execution.lookup): against every table the sandbox can read, no task's test
+    rows are found; against its provider's own file with the masks lifted (a positive control with a known answer),
+    each task's are."""
+    from wmrl.execution.lookup import lookup_leaks, readable_tables
+    assert lookup_leaks(provider_tasks) == {}
+    unmasked = [p for p in readable_tables(masks=((), ())) if p.name in SOURCE_FILES.values()]
+    leaks = lookup_leaks(provider_tasks, files=unmasked)
+    assert set(leaks) == set(ONE_PER_PROVIDER), leaks
+    for name, found in leaks.items():
+        assert found["share"] >= 0.8 and found["file"].endswith(SOURCE_FILES[name]), (name, found)
+
+
+def test_tasks_check_refuses_a_task_whose_rows_are_readable(provider_tasks, monkeypatch, capsys):
+    "The command refuses such a task (exit 1, the file named); with the masks the backends apply it passes."
+    import json
+
+    from wmrl.execution import lookup
+    from wmrl.execution.task_builder import cli_tasks
+    wine = next(t for t in provider_tasks if t.name == "wine")
+    assert cli_tasks(["check", str(wine.root)]) == 0
+    capsys.readouterr()
+    unmasked = lookup.readable_tables(masks=((), ()))
+    monkeypatch.setattr(lookup, "readable_tables", lambda: [p for p in unmasked if p.name.startswith("wine")])
+    assert cli_tasks(["check", str(wine.root)]) == 1
+    row = json.loads(capsys.readouterr().out)[0]
+    assert not row["ok"] and "wine_data.csv" in row["error"] and "sandbox can read" in row["error"]

@@ -79,3 +79,20 @@ def test_the_committed_oracle_report_is_what_its_command_prints(tmp_path):
                     assert fresh[method][name][estimator][key]["mean"] == pytest.approx(entry["mean"], abs=1e-12, nan_ok=True)
     assert all(row["holds"] for row in fresh["known_answers"])  # the instruments' known answers, on real batches
     assert committed["same_as_full"]["max_abs_difference"] == 0.0  # the probed runs are the full grid's runs
+
+
+def test_compare_json_finds_a_changed_number_and_skips_what_it_is_told(tmp_path, capsys):
+    "bench/compare_json.py, which checks a fresh `make reproduce` against the committed reports."
+    import sys
+    sys.path.insert(0, str(RESULTS.parent / "bench"))
+    import compare_json
+    committed = {"a": {"cos": 0.61, "n": 8, "flag": True}, "probe_cpu_s": 10.0, "rows": [1.0, float("nan")]}
+    same = {**committed, "probe_cpu_s": 12.5}
+    paths = [tmp_path / name for name in ("committed.json", "same.json", "moved.json")]
+    for path, data in zip(paths, (committed, same, {**same, "a": {"cos": 0.62, "n": 8, "flag": True}})):
+        path.write_text(json.dumps(data))
+    assert compare_json.main([str(paths[0]), str(paths[1]), "--ignore", "cpu_s"]) == 0
+    assert compare_json.main([str(paths[0]), str(paths[1])]) == 1  # measured seconds differ unless skipped
+    assert compare_json.main([str(paths[0]), str(paths[2]), "--ignore", "cpu_s"]) == 1
+    assert compare_json.main([str(paths[0]), str(paths[2]), "--ignore", "cpu_s", "--abs", "0.02"]) == 0
+    assert "/a/cos: 0.61 against 0.62" in capsys.readouterr().out

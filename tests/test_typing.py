@@ -65,3 +65,26 @@ def test_the_declared_methods_are_the_real_ones():
 
 def test_the_package_says_it_is_typed():
     assert (REPO / "wmrl" / "py.typed").is_file()
+
+
+ROOT_SCRIPT = """
+import wmrl
+from wmrl import CorrectionConfig, WMRLCorrector
+
+corrector: wmrl.WMRLCorrector = WMRLCorrector(CorrectionConfig(method="wmrl"))
+assert "wmrl" in wmrl.METHODS
+result: wmrl.CorrectionResult | None = None
+"""
+
+
+def test_the_package_root_names_the_correction_step(tmp_path):
+    "`from wmrl import WMRLCorrector` works, is the core's class, and mypy sees its type (not Any)."
+    import wmrl
+    from wmrl.core.correction import CorrectionConfig
+    assert wmrl.WMRLCorrector is WMRLCorrector and wmrl.CorrectionConfig is CorrectionConfig
+    assert set(wmrl.__all__) >= {"CorrectionConfig", "WMRLCorrector", "CorrectionResult", "METHODS"}
+    with pytest.raises(AttributeError, match="no attribute 'WMRLCorector'"):
+        wmrl.WMRLCorector  # noqa: B018
+    assert mypy(ROOT_SCRIPT, tmp_path).returncode == 0
+    typo = mypy(ROOT_SCRIPT + "corrector.plann(['a'], step=0)\n", tmp_path)
+    assert typo.returncode == 1 and "has no attribute \"plann\"" in typo.stdout, typo.stdout

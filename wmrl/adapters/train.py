@@ -25,8 +25,8 @@ from ..core.settings import did_you_mean
 from .train_config import correction_config, load_config, repo_root
 
 # %% auto #0
-__all__ = ['run_folder', 'grpo_config', 'build_tasks', 'build_dataset_rows', 'model_path', 'policy_path', 'sandbox_limits',
-           'build_scorer', 'agent_menu', 'run_training', 'dry_run', 'cli_train']
+__all__ = ['run_folder', 'grpo_config', 'collective_timeout_s', 'build_tasks', 'build_dataset_rows', 'model_path', 'policy_path',
+           'sandbox_limits', 'build_scorer', 'agent_menu', 'gpus_in_run', 'run_training', 'dry_run', 'cli_train']
 
 # %% ../../nbs/520_train.ipynb #0b416434
 def run_folder(config: dict) -> Path:
@@ -48,7 +48,19 @@ def grpo_config(config: dict, output_dir: str | os.PathLike | None = None, extra
               "output_dir": str(output_dir or run_folder(config) / "trainer"), **(extra or {})}
     if config["tasks"]["program"] == "agent":  # TRL's generation cap applies to each turn of the agent
         values.setdefault("max_completion_length", config["agent"]["max_new_tokens"])
+    values.setdefault("ddp_timeout", collective_timeout_s(config))
     return GRPOConfig(**values)
+
+def collective_timeout_s(config: dict) -> int:
+    """The collective timeout (`ddp_timeout`) no anchor step can reach. One rank may execute a whole anchor group
+    (G programs; in agent mode one execution per turn of each of G episodes), `sandbox.workers` at a time, each up to
+    the sandbox's wall limit, while every other rank waits in a gather: transformers' default (1,800 s) is a single
+    wave of 600-s jobs, and an 8-GPU agent run dies at the first slow anchor group. Twice the bound, never below it."""
+    sandbox, trl = config["sandbox"], config["trl"]
+    wall = sandbox.get("wall_s") or (10 * sandbox["cpu_s"] + 10 if sandbox.get("cpu_s") else 600)  # cpu_budget's net
+    turns = config["agent"]["max_turns"] if config["tasks"]["program"] == "agent" else 1
+    waves = math.ceil(int(trl.get("num_generations") or 8) / max(1, int(sandbox.get("workers") or 1))) * turns
+    return int(max(1800, 2 * waves * wall))
 
 # %% ../../nbs/520_train.ipynb #8536fe6c
 def _resolve(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
@@ -212,6 +224,12 @@ def _provenance() -> dict:
         commit = None
     return {"git_commit": commit, "versions": versions, "python": platform.python_version()}
 
+def gpus_in_run(num_processes: int, visible: int) -> int:
+    """GPUs the run holds: one per training process when CUDA is there. Under `accelerate launch` every rank sees all
+    of the node's devices, so `device_count() × processes` would count 8 GPUs 8 times (64 GPU-hours an hour). A vLLM
+    server's own GPUs (`vllm_mode: server`) are outside this process group and not counted here."""
+    return int(num_processes) if visible > 0 else 0
+
 def _gpus_in_use() -> int:
     "CUDA devices this process can see (0 on CPU)."
     try:
@@ -223,7 +241,7 @@ def _gpus_in_use() -> int:
 # %% ../../nbs/520_train.ipynb #e19111fb
 def _write_results(config: dict, out: Path, trainer, scorer, wall_s: float) -> dict:
     "metrics.json, corrector.json and the summary dict (main process writes; every process returns it)."
-    gpus = _gpus_in_use() * trainer.accelerator.num_processes if _gpus_in_use() else 0
+    gpus = gpus_in_run(trainer.accelerator.num_processes, _gpus_in_use())
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     last = trainer.wmrl_history[-1]["stats"] if trainer.wmrl_history else {}
     summary = {"run_dir": str(out), "method": config["method"], "steps": int(trainer.state.global_step),

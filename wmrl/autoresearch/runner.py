@@ -21,11 +21,11 @@ from pathlib import Path
 from ..core.settings import did_you_mean, read_yaml
 
 # %% auto #0
-__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S', 'TIMEOUT_SHARE',
-           'PARALLEL_SPEEDUP', 'ORACLE_STEP_S', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid', 'load_grid', 'repo_root',
-           'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run', 'run_specs', 'run_grid',
-           'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
-           'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
+__all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SUITE_TASK_S', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S',
+           'TIMEOUT_SHARE', 'PARALLEL_SPEEDUP', 'ORACLE_STEP_S', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid',
+           'load_grid', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run',
+           'run_specs', 'grid_suite_tasks', 'build_grid_tasks', 'run_grid', 'estimate_grid_seconds', 'run_grid_cli',
+           'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../../nbs/440_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
@@ -55,8 +55,8 @@ def expand_grid(grid: dict) -> list[RunSpec]:
     from wmrl.core.methods import METHODS
     if bad := [m for m in methods if m not in METHODS]:
         raise ValueError(f"unknown methods {bad}; expected some of {METHODS}")
-    if any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
-        raise ValueError(f"seeds must be ints, got {seeds}")
+    if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
+        raise ValueError(f"seeds must be ints >= 0 (numpy's generators take no negative seed), got {seeds}")
     overrides = grid.get("overrides") or [{}]
     per_method = grid.get("method_overrides") or {}
     if not isinstance(per_method, dict) or (stray := sorted(set(per_method) - set(methods))):
@@ -186,6 +186,33 @@ def run_specs(specs, out_dir, template, resolver=None, parallel: int = 1, done=l
             raise
 
 # %% ../../nbs/440_runner.ipynb #7888ecd7
+SUITE_TASK_S = 5.0  # wall-seconds per suite task (data, reference population, boards): seed 0's runs of the oracle
+                   # grid, which built the 20 tasks it reads, took ~70 s longer than seed 1's (2 idle cores)
+
+def grid_suite_tasks(grid: dict) -> list[str]:
+    "The suite task names the grid's runs read (folders given by path are read, not built), in first-use order."
+    names = [str(n) for n in grid.get("tasks") or []]
+    if not names and "autoresearch" in str(grid.get("template", "")) and not grid.get("resolver"):
+        from wmrl.execution.suite import suite_split
+        from wmrl.execution.suite_data import SUITE
+        training, heldout = suite_split(list(SUITE))
+        for spec in expand_grid(grid):
+            names += list(spec.params.get("train_tasks") or training) + list(spec.params.get("heldout_tasks") or heldout)
+    return [n for n in dict.fromkeys(map(str, names)) if "/" not in n]
+
+def build_grid_tasks(grid: dict, progress: bool = True, dry_run: bool = False) -> list[str]:
+    "Build the grid's suite tasks that are not built yet (all of them unless `dry_run`); returns those names."
+    from wmrl.core.settings import get_settings
+    from wmrl.execution.suite import _cached, build_suite
+    from wmrl.execution.suite_data import SUITE
+    names = grid_suite_tasks(grid)
+    suite_dir = Path(grid.get("base", {}).get("suite_dir") or get_settings().tasks_dir)
+    missing = [n for n in names if n in SUITE and _cached(SUITE[n], suite_dir / n) is None]
+    if names and not dry_run:
+        build_suite(suite_dir, tasks=names, progress=progress)
+    return missing
+
+# %% ../../nbs/440_runner.ipynb #be25aeb2
 def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     "Run every RunSpec of the grid into out_dir, then the summary notebook; returns a report."
     import papermill
@@ -193,9 +220,7 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = sorted(expand_grid(grid), key=lambda spec: spec.params["seed"])  # seed-major: a cut-short grid keeps whole pairs
-    if grid.get("tasks"):
-        from wmrl.autoresearch.steps import resolve_tasks
-        resolve_tasks(grid["tasks"], grid.get("base", {}).get("suite_dir", ""))  # build once, cached
+    build_grid_tasks(grid, progress)  # once, before any run, with its own bar (cached folders are reused)
     template = repo_root() / (grid.get("template") or "reproductions/autoresearch.ipynb")
     bar = tqdm(total=len(specs), desc=f"runs of {grid.get('name', 'grid')}", disable=not progress)
     report = run_specs(specs, out_dir, template, grid.get("resolver"), int(grid.get("parallel_runs", 1)), bar.update)
@@ -212,7 +237,9 @@ REFERENCE_BUDGET_S = 10.0  # the CPU-s per program the constants above and below
 TIMEOUT_SHARE = 0.35  # of a 10 CPU-s grid's core time, what programs killed at the limit used (full grid, seeds 0-2)
 PARALLEL_SPEEDUP = 1.28  # two runs at a time against one at a time, measured on the full grid's seeds 0-2
 
-ORACLE_STEP_S = 2.0  # CPU-s of the gradient oracle per probed step with its default instruments (measured: 1-2.5 s)
+ORACLE_STEP_S = 13.0  # CPU-s per probed step, fitted: the oracle grid took 40.8 min from a fresh clone on 2 idle cores,
+                      # 10.6 min over this estimate without the oracle's share, ~1 min of it the suite build (112 probed
+                      # steps; the oracle's arithmetic alone measured 1-2.5 s a step, the rest was not broken down)
 
 def estimate_grid_seconds(grid: dict, cores: int = 2) -> float:
     """A rough wall-time estimate of an AutoResearch grid on `cores` idle cores, printed before it starts: every
@@ -262,7 +289,9 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
             from wmrl.core.settings import get_settings
             out = get_settings().runs_dir / f"{prefix}_{args.size}"
         if "template" not in grid or "autoresearch" in str(grid.get("template")):
-            print(f"estimated: about {estimate_grid_seconds(grid) / 60:.0f} min on 2 idle cores (every program executed; "
+            build_s = len(build_grid_tasks(grid, dry_run=True)) * SUITE_TASK_S
+            print(f"estimated: about {(estimate_grid_seconds(grid) + build_s) / 60:.0f} min on 2 idle cores (building "
+                  f"{build_s / SUITE_TASK_S:.0f} suite tasks first, ~{build_s / 60:.0f} min; every program executed, "
                   "cache hits make it shorter)", file=sys.stderr)
         report = run_grid(grid, out, progress=not args.no_progress)
     except (OSError, ValueError, TypeError) as err:

@@ -286,6 +286,8 @@ def cli_reproduce_embodied(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     wall, cpu = time.perf_counter(), time.process_time()
     try:
+        if args.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {args.workers}")
         grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"embodied_{args.size}.yaml")
         if args.out:
             out = Path(args.out)

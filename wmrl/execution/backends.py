@@ -27,8 +27,8 @@ from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
 from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, submission_cap
 
 # %% auto #0
-__all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap',
-           'bwrap_works', 'dataset_masks', 'BwrapBackend']
+__all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'TEST_DATA_PACKAGES', 'drive', 'SandboxBackend', 'SubprocessBackend',
+           'find_bwrap', 'bwrap_works', 'dataset_masks', 'test_folders', 'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
 class _Tail:
@@ -270,7 +270,23 @@ def dataset_masks(providers: tuple[tuple[str, str], ...] = DATA_PROVIDERS) -> tu
                     dirnames.clear()  # the whole folder is covered
                 else:
                     files += [here / f for f in filenames if _is_data(f)]
-    return tuple(sorted(folders)), tuple(sorted(files))
+    folders += test_folders()
+    covered = set(folders)  # a file inside a covered folder is gone already (and bwrap cannot bind over it)
+    return tuple(sorted(folders)), tuple(sorted(f for f in files if not covered.intersection(f.parents)))
+
+# packages whose own test suites ship copies of public datasets (found by `wmrl tasks check`, `265_lookup`)
+TEST_DATA_PACKAGES = ("scipy", "statsmodels", "sklearn", "numpy", "pandas", "matplotlib")
+
+def test_folders(packages: tuple[str, ...] = TEST_DATA_PACKAGES) -> list[Path]:
+    "Every top-most `tests` folder of these packages: no program needs a library's test suite, and some hold datasets."
+    out = []
+    for package in packages:
+        spec = importlib.util.find_spec(package)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for dirpath, dirnames, _ in os.walk(root):
+                out += [Path(dirpath) / d for d in dirnames if d in ("tests", "test")]
+                dirnames[:] = [d for d in dirnames if d not in ("tests", "test")]  # nothing below a masked one
+    return out
 
 # %% ../../nbs/281_backends.ipynb #21d011ea
 def _editable_hooks() -> list[Path]:

@@ -256,21 +256,32 @@ def cli_tasks(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="write the shipped toy tasks (iris)")
     build.add_argument("--out", default="toy/tasks", help="suite folder; the task goes to OUT/iris")
-    check = sub.add_parser("check", help="validate task folders")
+    check = sub.add_parser("check", help="validate task folders, and refuse any whose test rows a program could look up")
     check.add_argument("paths", nargs="+")
+    check.add_argument("--no-lookup", action="store_true", help="skip the lookup check (readable package tables)")
     args = parser.parse_args(argv)
     if args.command == "build":
         task = build_iris_task(args.out)
         print(json.dumps({"built": [str(task.root)]}))
         return 0
-    report, code = [], 0
+    report, loaded = [], {}
     for path in args.paths:
         try:
-            task = load_task(path)
+            task = loaded[path] = load_task(path)
             report.append({"path": path, "ok": True, "name": task.name, "metric": task.metric,
                            "public_board": int(len(task.public_leaderboard())), "private_board": int(len(task.private_leaderboard()))})
         except TaskError as err:
             report.append({"path": path, "ok": False, "error": str(err)})
-            code = 1
+    if loaded and not args.no_lookup:
+        from wmrl.execution.lookup import lookup_leaks
+        leaks = lookup_leaks(list(loaded.values()))
+        for row in report:
+            found = leaks.get(row.get("name"))
+            if found and found["file"]:  # a task with no probe rows is reported, not refused
+                row.update(ok=False, error=f"{100 * found['share']:.0f}% of its sampled test rows are in {found['file']}, "
+                           "which the sandbox can read: mask that package's data (wmrl.execution.backends.DATA_PROVIDERS) "
+                           "or build the task from data no installed package ships")
+            elif found is not None:
+                row["lookup"] = "not checked: no test row has 3 or more numeric values"
     print(json.dumps(report, indent=2))
-    return code
+    return 0 if all(row["ok"] for row in report) else 1

@@ -29,8 +29,9 @@ log = logging.getLogger("wmrl.world_model.backends")
 
 # %% auto #0
 __all__ = ['log', 'CHAT_TEMPLATE_KWARGS', 'BACKENDS', 'combine_samples', 'LLMWorldModel', 'ScriptedWorldModel',
-           'TransformersWorldModel', 'tiny_random_model', 'smollm2_path', 'VLLMWorldModel', 'expand_model_path',
-           'pinned_device', 'HTTPWorldModel', 'parse_chat_response', 'get_world_model', 'cli_predict']
+           'resolve_dtype_device', 'TransformersWorldModel', 'tiny_random_model', 'smollm2_path', 'VLLMWorldModel',
+           'expand_model_path', 'pinned_device', 'HTTPWorldModel', 'parse_chat_response', 'get_world_model',
+           'cli_predict']
 
 # %% ../../nbs/340_backends.ipynb #d6eb5dab
 def combine_samples(samples: Sequence[Verdict]) -> Verdict:
@@ -106,19 +107,30 @@ class ScriptedWorldModel(LLMWorldModel):
         return [[self.respond(p) for _ in range(self.n_samples)] for p in prompts]
 
 # %% ../../nbs/340_backends.ipynb #d5d1a182
+def resolve_dtype_device(dtype: str, device: str, cuda: bool) -> tuple[str, str]:
+    """("auto", "auto") -> bf16 on the GPU when there is one (a frozen judge needs no fp32: half the memory and the
+    tensor cores), fp32 on the CPU (bf16 matmuls there are slow and change the numbers the CPU tests pin)."""
+    device = ("cuda" if cuda else "cpu") if device == "auto" else device
+    dtype = ("bfloat16" if device.startswith("cuda") else "float32") if dtype == "auto" else dtype
+    if dtype not in ("bfloat16", "float16", "float32"):
+        raise ValueError(f"dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
+    return dtype, device
+
+# %% ../../nbs/340_backends.ipynb #ae92896f
 class TransformersWorldModel(LLMWorldModel):
     "A Hugging Face causal LM with xgrammar JSON-schema-constrained decoding (CPU or GPU)."
     name = "transformers"
 
     def __init__(self, model, tokenizer=None, max_new_tokens: int = 256, batch_size: int = 8, constrained: bool = True,
-                 temperature: float = 0.0, **kwargs):
+                 temperature: float = 0.0, dtype: str = "auto", device: str = "auto", **kwargs):
         super().__init__(**kwargs)
         import torch
         import transformers
         if isinstance(model, (str, os.PathLike)):
             model = expand_model_path(model)
             tokenizer = tokenizer or transformers.AutoTokenizer.from_pretrained(model)
-            model = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+            dtype, device = resolve_dtype_device(dtype, device, torch.cuda.is_available())
+            model = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype)).to(device)
         if tokenizer is None: raise ValueError("pass a tokenizer with a model object")
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
@@ -147,7 +159,7 @@ def _transformers_generate(self, prompts):
     rendered = [self.render(p) for p in prompts for _ in range(self.n_samples)]
     texts = []
     for start in range(0, len(rendered), self.batch_size):
-        batch = self.tokenizer(rendered[start:start + self.batch_size], return_tensors="pt", padding=True)
+        batch = self.tokenizer(rendered[start:start + self.batch_size], return_tensors="pt", padding=True).to(self.model.device)
         processors = []
         if self.constrained:
             import xgrammar as xgr
