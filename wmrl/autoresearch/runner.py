@@ -237,9 +237,9 @@ REFERENCE_BUDGET_S = 10.0  # the CPU-s per program the constants above and below
 TIMEOUT_SHARE = 0.35  # of a 10 CPU-s grid's core time, what programs killed at the limit used (full grid, seeds 0-2)
 PARALLEL_SPEEDUP = 1.28  # two runs at a time against one at a time, measured on the full grid's seeds 0-2
 
-ORACLE_STEP_S = 13.0  # CPU-s per probed step, fitted: the oracle grid took 40.8 min from a fresh clone on 2 idle cores,
-                      # 10.6 min over this estimate without the oracle's share, ~1 min of it the suite build (112 probed
-                      # steps; the oracle's arithmetic alone measured 1-2.5 s a step, the rest was not broken down)
+ORACLE_STEP_S = 13.0  # CPU-s per probed step, fitted: the oracle grid took 40.8 min from a fresh clone on 2 idle cores
+                      # against 30.2 min estimated at 2 s a step, ~1 min of the gap the suite build (112 probed steps;
+                      # the oracle's arithmetic alone measured 1-2.5 s a step, the rest was not broken down)
 
 def estimate_grid_seconds(grid: dict, cores: int = 2) -> float:
     """A rough wall-time estimate of an AutoResearch grid on `cores` idle cores, printed before it starts: every
