@@ -43,7 +43,9 @@ def site():
 @pytest.mark.parametrize("page_name", FIGURE_PAGES)
 @needs_chromium
 def test_docs_page_shows_a_figure(site, page_name):
+    "With the network off, as every page of the site must read: figures are inline PNGs."
     with static_server(site) as url, chromium_page() as page:
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((url, "data:")) else route.abort())
         page.goto(url + "index.html")
         page.click(f"a[href='{page_name}.html']")  # reached from the home page's reading path, as a reader would
         page.wait_for_load_state("load")
