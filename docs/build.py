@@ -12,6 +12,7 @@ relative paths resolve as in JupyterLab, each in a fresh process. nbconvert turn
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 import multiprocessing
 import re
@@ -126,7 +127,7 @@ def render(name: str, out: Path, run: bool, nav: tuple = (None, None)) -> tuple[
     page = nbformat.from_dict(_page_body(nb))
     title = chapter_title(name)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": title}})
-    (out / f"{name}.html").write_text(offline_page(body, name, nav))
+    (out / f"{name}.html").write_text(offline_page(body, nav))
     return name, seconds, run
 
 
@@ -147,7 +148,7 @@ def local_link(match: re.Match) -> str:
     return f'<span class="repo-path" title="{html.escape(target)} in the repository">{text}</span>'
 
 
-def offline_page(body: str, name: str, nav: tuple) -> str:
+def offline_page(body: str, nav: tuple) -> str:
     "No script from the network (formulas are MathML already), links that resolve inside the site, and a bar to move on."
     previous, following = nav
     links = ['<a href="index.html">&#8962; all chapters</a>']
@@ -160,6 +161,7 @@ def offline_page(body: str, name: str, nav: tuple) -> str:
     return body.replace("</body>", bar.replace("border-bottom", "border-top") + "</body>", 1)
 
 
+@functools.cache  # read for a page's own title, its neighbours' in the nav bar and the index
 def chapter_title(name: str) -> str:
     "The notebook's `# Title` line, which every chapter starts with."
     import json
@@ -244,7 +246,7 @@ def render_readme(out: Path) -> None:
     from nbconvert import HTMLExporter
     page = nbformat.from_dict(_page_body(nbformat.read(NBS / "index.ipynb", as_version=4)))
     body = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": "wmrl: README"}})[0]
-    (out / "readme.html").write_text(offline_page(body, "index", (None, None)))
+    (out / "readme.html").write_text(offline_page(body, (None, None)))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from ..core.settings import did_you_mean
 from .train_config import correction_config, load_config, repo_root
 
 # %% auto #0
-__all__ = ['run_folder', 'grpo_config', 'collective_timeout_s', 'build_tasks', 'build_dataset_rows', 'model_path', 'policy_path',
-           'sandbox_limits', 'build_scorer', 'agent_menu', 'gpus_in_run', 'run_training', 'dry_run', 'cli_train']
+__all__ = ['run_folder', 'sandbox_limits', 'grpo_config', 'collective_timeout_s', 'build_tasks', 'build_dataset_rows',
+           'model_path', 'policy_path', 'build_scorer', 'agent_menu', 'gpus_in_run', 'run_training', 'dry_run',
+           'cli_train']
 
 # %% ../../nbs/520_train.ipynb #0b416434
 def run_folder(config: dict) -> Path:
@@ -35,6 +36,18 @@ def run_folder(config: dict) -> Path:
         return Path(config["output_dir"])
     from wmrl.core.settings import get_settings
     return Path(get_settings().runs_dir) / "train" / f"{config['name']}-{config['method']}-seed{config['seed']}"
+
+# %% ../../nbs/520_train.ipynb #9ef8e468
+def sandbox_limits(config: dict):
+    """SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini). `cpu_s` budgets a
+    program in CPU-seconds with only a wall-clock net (`cpu_budget`), so its reward does not depend on the load of
+    the box; `wall_s` alone is a plain wall clock (the official release's `sandbox_exec_cap_s`)."""
+    sandbox = config["sandbox"]
+    given = {k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)}
+    from wmrl.execution.limits import SandboxLimits, cpu_budget
+    if sandbox.get("cpu_s"):
+        return cpu_budget(float(sandbox["cpu_s"]), **given)
+    return SandboxLimits.from_settings(**given) if given else None
 
 # %% ../../nbs/520_train.ipynb #edf9f8c6
 def grpo_config(config: dict, output_dir: str | os.PathLike | None = None, extra: dict | None = None):
@@ -56,8 +69,9 @@ def collective_timeout_s(config: dict) -> int:
     (G programs; in agent mode one execution per turn of each of G episodes), `sandbox.workers` at a time, each up to
     the sandbox's wall limit, while every other rank waits in a gather: transformers' default (1,800 s) is a single
     wave of 600-s jobs, and an 8-GPU agent run dies at the first slow anchor group. Twice the bound, never below it."""
+    from wmrl.execution.limits import SandboxLimits
     sandbox, trl = config["sandbox"], config["trl"]
-    wall = sandbox.get("wall_s") or (10 * sandbox["cpu_s"] + 10 if sandbox.get("cpu_s") else 600)  # cpu_budget's net
+    wall = (sandbox_limits(config) or SandboxLimits.from_settings()).wall_s  # a CPU budget's wall-clock net included
     turns = config["agent"]["max_turns"] if config["tasks"]["program"] == "agent" else 1
     waves = math.ceil(int(trl.get("num_generations") or 8) / max(1, int(sandbox.get("workers") or 1))) * turns
     return int(max(1800, 2 * waves * wall))
@@ -139,18 +153,6 @@ def policy_path(config: dict, out: Path) -> str:
     if section["random_init"]:
         return str(random_policy(section["architecture"], out / "policy", seed=config["seed"]))
     return model_path(section["path"])
-
-# %% ../../nbs/520_train.ipynb #9ef8e468
-def sandbox_limits(config: dict):
-    """SandboxLimits from the config's sandbox section (None: each task's budget and settings.ini). `cpu_s` budgets a
-    program in CPU-seconds with only a wall-clock net (`cpu_budget`), so its reward does not depend on the load of
-    the box; `wall_s` alone is a plain wall clock (the official release's `sandbox_exec_cap_s`)."""
-    sandbox = config["sandbox"]
-    given = {k: sandbox[k] for k in ("wall_s", "memory_mb") if sandbox.get(k)}
-    from wmrl.execution.limits import SandboxLimits, cpu_budget
-    if sandbox.get("cpu_s"):
-        return cpu_budget(float(sandbox["cpu_s"]), **given)
-    return SandboxLimits.from_settings(**given) if given else None
 
 # %% ../../nbs/520_train.ipynb #e9b2ae90
 def build_scorer(config: dict, tasks: dict, world_model=None):

@@ -24,8 +24,9 @@ from ..core.settings import did_you_mean, read_yaml
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SUITE_TASK_S', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S',
            'TIMEOUT_SHARE', 'PARALLEL_SPEEDUP', 'ORACLE_STEP_S', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid',
            'load_grid', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run',
-           'run_specs', 'grid_suite_tasks', 'build_grid_tasks', 'run_grid', 'estimate_grid_seconds', 'run_grid_cli',
-           'cli_reproduce_autoresearch', 'cli_reproduce_benchmark', 'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
+           'run_specs', 'grid_suite_tasks', 'unbuilt_grid_tasks', 'build_grid_tasks', 'run_grid',
+           'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
+           'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
 # %% ../../nbs/440_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
@@ -200,17 +201,21 @@ def grid_suite_tasks(grid: dict) -> list[str]:
             names += list(spec.params.get("train_tasks") or training) + list(spec.params.get("heldout_tasks") or heldout)
     return [n for n in dict.fromkeys(map(str, names)) if "/" not in n]
 
-def build_grid_tasks(grid: dict, progress: bool = True, dry_run: bool = False) -> list[str]:
-    "Build the grid's suite tasks that are not built yet (all of them unless `dry_run`); returns those names."
+def _suite_dir(grid: dict) -> Path:
     from wmrl.core.settings import get_settings
-    from wmrl.execution.suite import _cached, build_suite
+    return Path(grid.get("base", {}).get("suite_dir") or get_settings().tasks_dir)
+
+def unbuilt_grid_tasks(grid: dict) -> list[str]:
+    "The grid's suite tasks with no up-to-date folder yet: what the first run would build (for the estimate)."
+    from wmrl.execution.suite import _cached
     from wmrl.execution.suite_data import SUITE
-    names = grid_suite_tasks(grid)
-    suite_dir = Path(grid.get("base", {}).get("suite_dir") or get_settings().tasks_dir)
-    missing = [n for n in names if n in SUITE and _cached(SUITE[n], suite_dir / n) is None]
-    if names and not dry_run:
-        build_suite(suite_dir, tasks=names, progress=progress)
-    return missing
+    return [n for n in grid_suite_tasks(grid) if n in SUITE and _cached(SUITE[n], _suite_dir(grid) / n) is None]
+
+def build_grid_tasks(grid: dict, progress: bool = True) -> None:
+    "Build (or reuse) the grid's suite tasks, with a progress bar."
+    from wmrl.execution.suite import build_suite
+    if names := grid_suite_tasks(grid):
+        build_suite(_suite_dir(grid), tasks=names, progress=progress)
 
 # %% ../../nbs/440_runner.ipynb #be25aeb2
 def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
@@ -289,7 +294,7 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
             from wmrl.core.settings import get_settings
             out = get_settings().runs_dir / f"{prefix}_{args.size}"
         if "template" not in grid or "autoresearch" in str(grid.get("template")):
-            build_s = len(build_grid_tasks(grid, dry_run=True)) * SUITE_TASK_S
+            build_s = len(unbuilt_grid_tasks(grid)) * SUITE_TASK_S
             print(f"estimated: about {(estimate_grid_seconds(grid) + build_s) / 60:.0f} min on 2 idle cores (building "
                   f"{build_s / SUITE_TASK_S:.0f} suite tasks first, ~{build_s / 60:.0f} min; every program executed, "
                   "cache hits make it shorter)", file=sys.stderr)

@@ -7,6 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/lookup.html.md"""
 # %% ../../nbs/265_lookup.ipynb #5004b8b3
 from __future__ import annotations
 
+import collections
 import gzip
 import itertools
 import os
@@ -112,10 +113,7 @@ def task_probes(task, sample: int = 20, seed: int = 0) -> list[tuple]:
 
 def leak_share(index: TableIndex, probes: list[tuple]) -> float:
     "The largest share of probe rows the file holds with the task's values in the same file columns."
-    places = [index.where(p) for p in probes]
-    counts: dict[tuple, int] = {}
-    for place in (p for p in places if p is not None):
-        counts[place] = counts.get(place, 0) + 1
+    counts = collections.Counter(place for place in map(index.where, probes) if place is not None)
     return max(counts.values(), default=0) / len(probes) if probes else 0.0
 
 def lookup_leaks(tasks, files=None, min_share: float = 0.5, sample: int = 20) -> dict[str, dict]:
