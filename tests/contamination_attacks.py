@@ -228,6 +228,39 @@ ATTACKS: dict[str, str] = {
         "    try: os.kill(1, sig)\n"
         "    except OSError: pass\n"
         "time.sleep(0.5)\n"),
+    # round 2 (issue 24, breaches 4 and 5): shares of the server's processes and CPU
+    "hold_the_process_cap": (
+        "import os, time\n"
+        "kids = 0\n"
+        "try:\n"
+        "    while kids < 400:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(6); os._exit(0)\n"
+        "        kids += 1\n"
+        "except OSError: pass\n"
+        "print('HELD', kids)\n"
+        "time.sleep(6)\n"),
+    "cpu_starver_setsid": (
+        "import os, time\n"
+        "for _ in range(240):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os.setsid()\n"
+        "            while True: pass\n"
+        "    except OSError: break\n"
+        "time.sleep(60)\n"),
+    "budget_across_children": (
+        "import os, time\n"
+        "kids = []\n"
+        "for _ in range(6):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        start = time.process_time()\n"
+        "        while time.process_time() - start < 2.5: pass\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "for pid in kids: os.waitpid(pid, 0)\n"
+        "open(os.environ['SUBMISSION_PATH'], 'w').write('id\\n')\n"),
     "inherited_fd_scan": (
         "import os\n"
         "found = []\n"
@@ -237,9 +270,19 @@ ATTACKS: dict[str, str] = {
         "print('INHERITED', found)\n"),
 }
 
+# not an attack: the start of an honest program that uses some of its share of processes (4 threads and a
+# subprocess), so that a neighbour holding the server's processes can make it fail (issue 24, breach 4)
+SPAWNING_PREFIX = ("import subprocess, sys, threading, time\n"
+                   "threading.stack_size(1 << 18)\n"  # small stacks: default ones take RLIMIT_AS room
+                   "threads = [threading.Thread(target=time.sleep, args=(1.5,)) for _ in range(4)]\n"
+                   "for t in threads: t.start()\n"
+                   "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+                   "for t in threads: t.join()\n")
+
 # attacks that need a neighbour running *while* they act: the clean job is started beside them
 BESIDE = {"kill_a_running_sibling", "overwrite_sibling_submission", "hardlink_sibling_submission",
-          "fork_bomb_beside", "localhost_and_abstract_socket_listener", "forge_result_lines", "signal_every_pid_number"}
+          "fork_bomb_beside", "localhost_and_abstract_socket_listener", "forge_result_lines", "signal_every_pid_number",
+          "hold_the_process_cap", "cpu_starver_setsid"}
 
 
 def fill(code: str, task: str, planted: str) -> str:

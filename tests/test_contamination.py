@@ -46,6 +46,7 @@ EXPECT = {
     "huge_submission": {"invalid_submission"}, "output_flood": {"runtime_error"},
     "ptrace_everything": {"no_submission"}, "read_others_proc": {"no_submission"},
     "nested_userns_remount": {"no_submission"}, "inherited_fd_scan": {"no_submission"},
+    "hold_the_process_cap": {"no_submission"}, "cpu_starver_setsid": {"timeout"}, "budget_across_children": {"timeout"},
 }
 MESSAGES = {"symlink_submission_to_answers": "symbolic link", "fifo_submission": "FIFO",
             "huge_submission": "over the cap", "output_flood": "more than 4 MB of output"}

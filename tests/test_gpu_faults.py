@@ -62,3 +62,66 @@ def test_transformers_world_model_loads_bf16_on_the_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
     TransformersWorldModel(str(tmp_path), tokenizer)
     assert seen["dtype"] == torch.bfloat16 and seen["device"] == "cuda"
+
+
+# --- the plan's wrong parts (issue 25, fault 5 and the disk of fault 2); each test fails on commit 355c8a2 ---
+
+def test_an_8bit_optimizer_keeps_the_embedding_in_32_bits():
+    """transformers' Trainer registers every nn.Embedding for 32-bit state under a bitsandbytes 8-bit optimizer, so
+    Qwen3.5-4B's tied 636 M-parameter embedding costs 8 bytes a parameter: 11.4 GiB of state, not 7.8."""
+    import inspect
+
+    from transformers import Trainer
+
+    from wmrl.adapters.plan import GIB, load_architecture, parameter_count, training_memory
+    source = inspect.getsource(Trainer.create_optimizer)
+    assert "register_module_override" in source and '"optim_bits": 32' in source  # the rule the plan follows
+    config, arch = load_config("qwen3.5-4b"), load_architecture("qwen3.5-4b")
+    emb, n = arch["vocab_size"] * arch["hidden_size"], parameter_count(arch)
+    assert config["trl"]["optim"] == "adamw_bnb_8bit" and arch["tie_word_embeddings"]
+    assert training_memory(config, arch, 1)["optimizer"] == pytest.approx(((n - emb) * 2 + emb * 8) / GIB)
+    assert 11.3 < training_memory(config, arch, 1)["optimizer"] < 11.5
+
+
+def test_the_head_term_is_trls_fused_head():
+    """TRL 1.16 patches the policy with a fused, tiled LM head: the plan's 18 GiB of logits for Qwen3.5-4B is about
+    2.9 GiB there (mostly the head's float32 weight gradient). The tile sizes are read from TRL itself. Not measured
+    on CPU: there TRL's torch fallback materialises about nine float32 copies of each tile (4.7 GB measured for a
+    4,096 x 40,000 head whose Triton peak is 0.56 GB), which says nothing about the GPU; the device check measures it."""
+    import inspect
+
+    from trl import GRPOTrainer
+    from trl.kernels.chunked_logprob import TOKEN_CHUNK_SIZE
+    from trl.trainer import utils as trl_utils
+
+    from wmrl.adapters.plan import FUSED_TILE, GIB, fused_head_bytes, load_architecture, training_memory
+    assert "add_fused_lm_head(" in inspect.getsource(GRPOTrainer.__init__)
+    assert FUSED_TILE == (TOKEN_CHUNK_SIZE, trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE)
+    config, arch = load_config("qwen3.5-4b"), load_architecture("qwen3.5-4b")
+    head = training_memory(config, arch, 1)["logits"]
+    weight_grad = arch["vocab_size"] * arch["hidden_size"] * 4 / GIB
+    assert 2.5 < head < 3.3 and weight_grad < head < weight_grad + 0.6
+    assert fused_head_bytes(arch, 100, 2, trains_head=False) < 0.01 * GIB  # a frozen head (LoRA): tiles only
+
+
+def test_the_lent_box_disk_holds_the_corrected_checkpoints():
+    """Full checkpoints (fp32 weights + 8-bit AdamW, the embedding's state in 32 bits) are 27.1 GiB: two of them, the
+    model, data and the environment do not fit the lent box's 64 GiB disk, which the old plan called a fit. The
+    shipped config saves weights only (15.7 GiB each) and fits."""
+    from wmrl.adapters.plan import plan
+    config = load_config("qwen3.5-4b")
+    assert config["trl"]["save_only_model"] is True
+    full = plan({**config, "trl": {**config["trl"], "save_only_model": False}}, "h200x1")
+    assert not full["fits"] and any(p.startswith("disk") for p in full["problems"]), full["problems"]
+    assert full["checkpoint_gib"] == pytest.approx(27.1, abs=0.2)
+    shipped = plan(config, "h200x1")
+    assert shipped["fits"] and shipped["checkpoint_gib"] == pytest.approx(15.7, abs=0.1), shipped["problems"]
+
+
+def test_autocast_copies_of_fp32_weights_are_counted_in_the_gradient_pass():
+    "bf16 autocast keeps a bf16 copy of every fp32 weight for the backward: 2 bytes a parameter, 7.8 GiB for 4B."
+    from wmrl.adapters.plan import GIB, load_architecture, parameter_count, training_memory
+    config, arch = load_config("qwen3.5-4b"), load_architecture("qwen3.5-4b")
+    assert training_memory(config, arch, 1)["autocast"] == pytest.approx(parameter_count(arch) * 2 / GIB)
+    bf16 = {**config, "trl": {**config["trl"], "model_init_kwargs": {"dtype": "bfloat16"}}}
+    assert training_memory(bf16, arch, 1)["autocast"] == 0  # nothing to cast

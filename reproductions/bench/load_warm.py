@@ -58,19 +58,16 @@ def load_run(n_jobs: int = 200, workers: int = 2, seed: int = 0, hostile_share: 
         shutil.copy(task.answer_path, planted / "submission.csv")
         honest = {p.stem: p.read_text() for p in sorted((REPO / "toy" / "solutions" / "iris").glob("*.py"))
                   if p.stem not in SLOW_HONEST}
+        honest["spawning_logistic"] = module.SPAWNING_PREFIX + honest["good_logistic"]  # uses threads and a subprocess
         hostile = {name: module.fill(code, str(task.root), str(planted)) for name, code in module.ATTACKS.items()}
         rng = random.Random(seed)
         n_hostile = round(n_jobs * hostile_share)
-        kinds = ["hostile"] * n_hostile + ["honest"] * (n_jobs - n_hostile)
-        rng.shuffle(kinds)
-        names = {"honest": sorted(honest), "hostile": sorted(hostile)}
-        counters = Counter()
         plan = []
-        for kind in kinds:
-            pool_names = names[kind]
-            name = pool_names[(counters[kind] + rng.randrange(len(pool_names))) % len(pool_names)]
-            counters[kind] += 1
-            plan.append((kind, name))
+        for kind, count, names in (("hostile", n_hostile, sorted(hostile)), ("honest", n_jobs - n_hostile, sorted(honest))):
+            # every program as evenly as the count allows (each at least once when count >= len(names)), then shuffled
+            plan += [(kind, name) for name in names * (count // len(names)) + rng.sample(names, count % len(names))]
+        rng.shuffle(plan)
+        kinds = [kind for kind, _ in plan]
         with ExecutionPool(get_backend("bwrap"), max_workers=workers) as cold_pool:
             used = sorted({name for kind, name in plan if kind == "honest"})
             cold = dict(zip(used, cold_pool.map([(task, honest[n], LIMITS) for n in used], progress=progress, desc="cold reference")))
@@ -95,6 +92,8 @@ def load_run(n_jobs: int = 200, workers: int = 2, seed: int = 0, hostile_share: 
                   and not ((r.status == "no_submission" and r.cpu_s >= 1.0) or (r.status == "timeout" and r.wall_s >= ATTACK_LIMITS.wall_s))]
         return {"jobs": n_jobs, "workers": workers, "seed": seed, "honest_jobs": kinds.count("honest"),
                 "hostile_jobs": n_hostile, "distinct_honest": len(used), "distinct_attacks": len({n for k, n in plan if k == "hostile"}),
+                "jobs_per_attack": dict(sorted(Counter(n for k, n in plan if k == "hostile").items())),
+                "jobs_per_honest_program": dict(sorted(Counter(n for k, n in plan if k == "honest").items())),
                 "honest_rewards_differing_from_cold": wrong, "hostile_without_own_record": hostile_bad,
                 "forged_records": forged, "pool_serves_after": all(r.status == "ok" for r in after),
                 "reruns_alone": reruns, "seconds": round(elapsed, 1), "jobs_per_s": round(n_jobs / elapsed, 2),

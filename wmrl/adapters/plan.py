@@ -16,9 +16,10 @@ from pathlib import Path
 GIB = 2**30
 
 # %% auto #0
-__all__ = ['GIB', 'HARDWARE', 'DTYPE_BYTES', 'SYSTEM_TOKENS', 'HEADROOM', 'ENGINE_OVERHEAD_GIB', 'PROCESS_OVERHEAD_GIB',
-           'Hardware', 'models_dir', 'load_architecture', 'layer_kinds', 'parameter_count', 'activation_bytes',
-           'kv_bytes_per_token', 'state_bytes_per_sequence', 'optimizer_bytes_per_param', 'policy_precision',
+__all__ = ['GIB', 'HARDWARE', 'DTYPE_BYTES', 'FUSED_TILE', 'SYSTEM_TOKENS', 'HEADROOM', 'ENGINE_OVERHEAD_GIB',
+           'PROCESS_OVERHEAD_GIB', 'ENVIRONMENT_GIB', 'Hardware', 'models_dir', 'load_architecture', 'layer_kinds',
+           'parameter_count', 'activation_bytes', 'kv_bytes_per_token', 'state_bytes_per_sequence',
+           'optimizer_bytes_per_param', 'embedding_state_bytes', 'fused_head_bytes', 'policy_precision',
            'sequence_lengths', 'engines', 'training_memory', 'host_and_disk', 'plan', 'format_plan', 'measure_step',
            'estimate_step']
 
@@ -141,6 +142,22 @@ def optimizer_bytes_per_param(optim: str, param_bytes: int) -> int:
         return 1  # factored second moment: a small fraction of a byte per parameter, rounded up
     return 2 * param_bytes
 
+# %% ../../nbs/540_plan.ipynb #4c69b79e
+FUSED_TILE = (4096, 32768)  # TRL 1.16: TOKEN_CHUNK_SIZE tokens x _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary rows
+
+def embedding_state_bytes(optim: str, param_bytes: int) -> int:
+    "Optimizer bytes per embedding parameter: bitsandbytes' 8-bit optimizers keep `nn.Embedding` in 32 bits (Trainer)."
+    name = str(optim).lower()
+    bnb_8bit = "8bit" in name and not name.startswith("adamw_torch")  # torchao's 8-bit AdamW has no such override
+    return 8 if bnb_8bit else optimizer_bytes_per_param(optim, param_bytes)
+
+def fused_head_bytes(arch: dict, tokens: int, act_bytes: int, trains_head: bool = True) -> int:
+    "Peak bytes of TRL's fused LM head over `tokens` scored positions: tiles, statistics, hidden copy and its gradients."
+    h, vocab = arch["hidden_size"], arch["vocab_size"]
+    tile = min(tokens, FUSED_TILE[0]) * min(vocab, FUSED_TILE[1]) * act_bytes
+    grads = tokens * h * 4 + (vocab * h * 4 if trains_head else 0)  # fp32 accumulators of the backward
+    return tile + 8 * tokens * 4 + tokens * h * act_bytes + grads
+
 # %% ../../nbs/540_plan.ipynb #3091b2fb
 def policy_precision(trl: dict) -> dict:
     "Bytes per parameter of weights, gradients and optimizer state, and of activations, from the trl section."
@@ -212,11 +229,20 @@ def training_memory(config: dict, arch: dict, processes: int) -> dict:
     act = activation_bytes(arch, trl.get("per_device_train_batch_size", 8), lengths["total"], lengths["completion"],
                            precision["activations"], bool(trl.get("gradient_checkpointing", True)),
                            attention_scores=bool(trl.get("use_cpu")))
+    emb = arch["vocab_size"] * arch["hidden_size"]
+    state = (n_params - emb) * precision["optimizer"] + emb * embedding_state_bytes(precision["optim"], precision["weights"])
+    batch = trl.get("per_device_train_batch_size", 8)
+    scored = batch * (lengths["completion"] if not trl.get("use_cpu") else lengths["total"] - 1)  # Triton: completions only
+    head = fused_head_bytes(arch, scored, precision["activations"], trains_head=not config.get("peft"))
+    autocast = n_params * 2 if precision["weights"] == 4 and precision["activations"] == 2 else 0  # bf16 weight casts
     return {"weights": n_params * precision["weights"] / div_w / GIB, "grads": n_params * precision["grads"] / div_g / GIB,
-            "optimizer": n_params * precision["optimizer"] / div_o / GIB, "activations": act["activations"] / GIB,
-            "logits": act["logits"] / GIB, "precision": precision, "lengths": lengths, "params": n_params}
+            "optimizer": state / div_o / GIB, "optimizer_total_gib": state / GIB, "activations": act["activations"] / GIB,
+            "logits": head / GIB, "autocast": autocast / div_w / GIB, "precision": precision, "lengths": lengths,
+            "params": n_params}
 
 # %% ../../nbs/540_plan.ipynb #a10b501b
+ENVIRONMENT_GIB = 8.0  # disk for the Python environment, caches and sandbox folders (an allowance, not measured here)
+
 def host_and_disk(config: dict, processes: int, mem: dict, engines: list[dict]) -> dict:
     "Host GiB (per process: sandbox workers x limit, an allowance, a sleeping world model's weights) and disk GiB."
     from wmrl.core.settings import get_settings
@@ -224,14 +250,16 @@ def host_and_disk(config: dict, processes: int, mem: dict, engines: list[dict]) 
     per_job = (sandbox.get("memory_mb") or get_settings().sandbox_memory_mb) / 1024
     offloaded = sum(e["weights_gib"] for e in engines if e["sleeps"] and e["name"].startswith("world"))  # sleep level 1
     host = processes * (sandbox.get("workers", 4) * per_job + res.get("process_host_gib", 8.0) + offloaded)
-    checkpoint = mem["params"] * (mem["precision"]["weights"] + mem["precision"]["optimizer"]) / GIB
+    checkpoint = mem["params"] * mem["precision"]["weights"] / GIB + (0 if trl.get("save_only_model") else mem["optimizer_total_gib"])
     saving = trl.get("save_strategy", "steps") not in ("no", False) and trl.get("save_steps", 500)
     kept = (trl.get("save_total_limit") or 10**6) + 1 if saving else 0
     if saving and not trl.get("save_total_limit"):
         kept = math.ceil(trl.get("max_steps", 1) / trl.get("save_steps", 500)) + 1
-    disk = kept * checkpoint + mem["params"] * 2 / GIB + float(res.get("data_gib", 0.0))
+    environment = ENVIRONMENT_GIB if res.get("environment_gib") is None else float(res["environment_gib"])
+    disk = kept * checkpoint + mem["params"] * 2 / GIB + float(res.get("data_gib", 0.0)) + environment
     return {"host_gib": host, "sandbox_gib": processes * sandbox.get("workers", 4) * per_job,
-            "checkpoint_gib": checkpoint if saving else 0.0, "checkpoints_kept": kept, "disk_gib": disk}
+            "checkpoint_gib": checkpoint if saving else 0.0, "checkpoints_kept": kept, "environment_gib": environment,
+            "disk_gib": disk}
 
 # %% ../../nbs/540_plan.ipynb #5cfbb0a5
 def plan(config: dict, hardware: str | Hardware, margin: float = 0.05) -> dict:
@@ -244,7 +272,8 @@ def plan(config: dict, hardware: str | Hardware, margin: float = 0.05) -> dict:
     training_awake = sum(e["reserved_gib"] for e in found if not e["sleeps"])
     states = mem["weights"] + mem["optimizer"]
     generation = states + awake + PROCESS_OVERHEAD_GIB
-    backward = (states + mem["grads"] + mem["activations"] + mem["logits"]) * (1 + margin) + training_awake + PROCESS_OVERHEAD_GIB
+    backward = ((states + mem["grads"] + mem["activations"] + mem["logits"] + mem["autocast"]) * (1 + margin)
+                + training_awake + PROCESS_OVERHEAD_GIB)
     ops = host_and_disk(config, processes, mem, found)
     if not hw.gpus:  # a CPU box: the trainer's tensors live in host memory too
         ops["host_gib"] += processes * backward
@@ -259,7 +288,7 @@ def plan(config: dict, hardware: str | Hardware, margin: float = 0.05) -> dict:
     if ops["host_gib"] > hw.host_gib:
         problems.append(f"host: {ops['host_gib']:.0f} GiB > {hw.host_gib:.0f} GiB (sandbox workers x memory_mb)")
     if ops["disk_gib"] > hw.disk_gib:
-        problems.append(f"disk: {ops['disk_gib']:.0f} GiB > {hw.disk_gib:.0f} GiB (checkpoints kept + 1, model, data)")
+        problems.append(f"disk: {ops['disk_gib']:.0f} GiB > {hw.disk_gib:.0f} GiB (checkpoints kept + 1, model, data, environment)")
     return {"hardware": hw, "processes": processes, "memory": mem, "engines": found, "generation_gib": generation,
             "backward_gib": backward, "peak_gib": max(generation, backward), **ops, "fits": not problems, "problems": problems}
 
@@ -270,10 +299,12 @@ def format_plan(config: dict, result: dict) -> str:
     p, lengths = mem["precision"], mem["lengths"]
     rows = [(f"policy {config['model']['architecture']}", f"{mem['params']:,} params", f"weights {p['dtype']}, optim {p['optim']}"),
             ("weights", f"{mem['weights']:.1f}", f"{p['weights']} B/param"), ("gradients", f"{mem['grads']:.1f}", f"{p['grads']} B/param"),
-            ("optimizer state", f"{mem['optimizer']:.1f}", f"{p['optimizer']} B/param"),
+            ("optimizer state", f"{mem['optimizer']:.1f}", f"{p['optimizer']} B/param; the embedding "
+             f"{embedding_state_bytes(p['optim'], p['weights'])} B/param"),
             ("activations", f"{mem['activations']:.1f}", f"micro-batch {config['trl'].get('per_device_train_batch_size', 8)} x "
              f"{lengths['total']} tokens, checkpointing {bool(config['trl'].get('gradient_checkpointing', True))}"),
-            ("logits (+grad)", f"{mem['logits']:.1f}", f"{lengths['completion']} completion tokens")]
+            ("fused LM head (+grad)", f"{mem['logits']:.1f}", f"TRL's tiled head over {lengths['completion']} completion tokens"),
+            ("autocast weight casts", f"{mem['autocast']:.1f}", "bf16 copies of fp32 weights, kept for the backward")]
     for e in result["engines"]:
         rows.append((e["name"], f"{e['reserved_gib']:.1f}", f"util {e['utilization']}, sleeps {e['sleeps']}, KV {e['kv_gib']:.1f} GiB = "
                      f"{e['concurrent_sequences']} x {e['max_len']}-token sequences"))
@@ -281,8 +312,8 @@ def format_plan(config: dict, result: dict) -> str:
              ("peak: gradient pass", f"{result['backward_gib']:.1f}", "sleeping engines freed; +5% margin; " +
               (f"must stay below {HEADROOM * hw.gpu_gib:.0f} of {hw.gpu_gib:.0f} GiB" if hw.gpus else "no GPU: counted in host memory")),
              ("host memory", f"{result['host_gib']:.0f}", f"sandbox {result['sandbox_gib']:.0f} GiB; of {hw.host_gib:.0f} GiB"),
-             ("disk", f"{result['disk_gib']:.0f}", f"{result['checkpoints_kept']} x {result['checkpoint_gib']:.1f} GiB checkpoints + model; "
-              f"of {hw.disk_gib:.0f} GiB")]
+             ("disk", f"{result['disk_gib']:.0f}", f"{result['checkpoints_kept']} x {result['checkpoint_gib']:.1f} GiB checkpoints + model "
+              f"+ {result['environment_gib']:.0f} GiB environment; of {hw.disk_gib:.0f} GiB")]
     width = max(len(r[0]) for r in rows)
     lines = [f"plan: {config['name']} on {hw.name} ({result['processes']} process(es); {hw.note})",
              *(f"  {a:<{width}}  {b:>14}  {c}" for a, b, c in rows),

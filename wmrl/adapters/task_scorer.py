@@ -99,7 +99,8 @@ def _execute(self: TaskScorer, rows: Sequence[Mapping]) -> list[float | None]:
     self.counts["executed"] += len(todo)
     self.counts["infra_errors"] = self.counts.get("infra_errors", 0) + sum(bool(getattr(r, "infra_error", False)) for r in records)
     fresh = {key: float(record.reward) for key, record in zip(todo, records)}
-    self._executed.update({k: v for k, v in fresh.items() if not math.isnan(v)})  # a broken sandbox is retried next time
+    own = {key for key, record in zip(todo, records) if not getattr(record, "contended", False)}
+    self._executed.update({k: v for k, v in fresh.items() if not math.isnan(v) and k in own})  # a broken or contended run is retried
     rewards = [fresh[key] if key in fresh else self._executed[key] for key in keys]
     return [None if math.isnan(r) else r for r in rewards]  # ungraded, never a silent 0
 

@@ -67,6 +67,7 @@ DEFAULTS = {
                   "zero_stage": 0,  # DeepSpeed ZeRO stage of the accelerate config used with it (0: none)
                   "prompt_tokens": None,  # one-shot prompts: tokens per prompt for the plan (None: 1024)
                   "data_gib": 0.0,  # task data on the same disk
+                  "environment_gib": None,  # environment, caches, sandbox folders on that disk (None: the plan's allowance)
                   "process_host_gib": 8.0},  # host memory of one training process besides its sandbox jobs
 }
 

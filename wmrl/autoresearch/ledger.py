@@ -232,7 +232,7 @@ def execute_cached(jobs, run_batch, cache: ExecutionCache | None = None, from_di
     for i, record in zip(to_run, fresh):
         records[i] = record
         as_dict = record.to_dict() if hasattr(record, "to_dict") else dict(record)
-        if cache is not None and not as_dict.get("infra_error"):
+        if cache is not None and not as_dict.get("infra_error") and not as_dict.get("contended"):  # only its own record
             cache.put(keys[i], as_dict)
     for i, key in enumerate(keys):
         if records[i] is None:

@@ -134,20 +134,30 @@ def _most(*values: float) -> float:
     finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     return max(finite) if finite else math.nan
 
-def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
-    """CPU and peak memory when no cgroup measured them. The kernel's account of the process tree (`wait4`, set by
-    `drive`) is the floor: the launcher's exit report lives in the job's writable /tmp, so a job can forge it (a red
-    team wrote 0.001 CPU-s on a real Docker engine), or put a FIFO or a link to /dev/zero there. The report can only
-    raise the measure (what the kernel's account missed, such as a daemon that left the tree), never lower it."""
-    text = _read_small_file(workdir.tmp, ".wmrl-usage.json")
+def _merge_usage(raw: RawRun, text: bytes | None) -> None:
+    "Raise the kernel's account (the floor) to a usage report's CPU and peak memory; a malformed report adds nothing."
     try: usage = json.loads(text) if text else {}
     except ValueError: usage = {}
     usage = usage if isinstance(usage, dict) else {}
     raw.cpu_s, raw.peak_mb = _most(raw.cpu_s, usage.get("cpu_s")), _most(raw.peak_mb, usage.get("peak_mb"))
 
+def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
+    """CPU and peak memory when no cgroup measured them and no pid 1 of ours reaped the tree (Docker's fallback). The
+    launcher's exit report lives in the job's writable /tmp, so a job can forge it (a red team wrote 0.001 CPU-s on
+    a real Docker engine), or put a FIFO or a link to /dev/zero there: it is read without following links, without
+    blocking, within 4 KB, and can only raise the kernel's account (`wait4`, set by `drive`), never lower it."""
+    _merge_usage(raw, _read_small_file(workdir.tmp, ".wmrl-usage.json"))
+
+def _apply_reaper_report(raw: RawRun, read_fd: int) -> None:
+    "The usage the sandbox's pid 1 wrote to the host's pipe (never blocking; nothing there when the run was killed)."
+    os.set_blocking(read_fd, False)
+    try: text = os.read(read_fd, 4096)
+    except BlockingIOError: text = b""
+    _merge_usage(raw, text)
+
 class _ProcessBackend:
     "Shared run loop of the process-based backends; subclasses build the command line."
-    name, label, uses_cgroup, signal_exit_codes = "process", "", True, False
+    name, label, uses_cgroup, signal_exit_codes, reaps = "process", "", True, False, False
 
     def command(self, job: Path, workdir: Workdir, public: Path, limits: SandboxLimits,
                 report_usage: bool) -> tuple[list[str], dict, str]:
@@ -163,14 +173,19 @@ class _ProcessBackend:
             (job / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
             job.chmod(0o755)
             use_group = self.uses_cgroup and CgroupV1.available()
-            cmd, env, cwd = self.command(job, workdir, public, limits, report_usage=not use_group)
+            usage = os.pipe() if self.reaps and not use_group else None  # pid 1 reports the tree's usage through it
+            extra = {"usage_fd": usage[1]} if usage else {}
+            cmd, env, cwd = self.command(job, workdir, public, limits, report_usage=not use_group, **extra)
             if use_group:
                 group = CgroupV1(limits.nproc, limits.memory_mb + limits.disk_mb)
                 join = " ".join(f"echo $$ > {f};" for f in group.procs_files)
                 cmd = ["/bin/sh", "-c", f'{join} exec "$@"', "sh", *cmd]
             started = time.monotonic()
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=env, cwd=cwd, start_new_session=True, close_fds=True)
+                                    env=env, cwd=cwd, start_new_session=True, close_fds=True,
+                                    pass_fds=(usage[1],) if usage else ())
+            if usage:
+                os.close(usage[1])
             def kill_tree():
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -185,11 +200,16 @@ class _ProcessBackend:
             raw.backend = self.label
             if group is not None:  # the group saw every process of the run, so it is the most honest account
                 raw.oom_killed, raw.cpu_s, raw.peak_mb = group.oom_killed(), group.cpu_s(), group.peak_mb()
+            elif usage:
+                raw.notes.append("no cgroup: process count and tree memory not capped; cost from the sandbox's pid 1")
+                _apply_reaper_report(raw, usage[0])
             else:
                 raw.notes.append("no cgroup: process count and tree memory not capped")
                 _apply_usage_report(raw, workdir)
             return workdir.collect(raw, limits, output_dir, submission_cap(public, limits))
         finally:
+            if usage:
+                os.close(usage[0])
             if group is not None:
                 group.remove()
             workdir.cleanup()
@@ -302,6 +322,7 @@ class BwrapBackend(_ProcessBackend):
     name = "bwrap"
     label = "bwrap"
     signal_exit_codes = True
+    reaps = True  # without a cgroup, the launcher runs as pid 1 and reports the tree's usage through a pipe
 
     def __init__(self, python: str | None = None, bwrap: str | None = None):
         self.bwrap = bwrap or find_bwrap()
@@ -315,9 +336,12 @@ class BwrapBackend(_ProcessBackend):
         self.hidden = _editable_hooks()
         self.masked_folders, self.masked_files = dataset_masks()
 
-    def command(self, job, workdir, public, limits, report_usage=True):
+    def command(self, job, workdir, public, limits, report_usage=True, binds=(), usage_fd=None):
+        """`binds`: extra (host, inside) writable binds (a warm server's cgroup folders). `usage_fd`: a pipe for the
+        usage report of the launcher as pid 1 (no cgroup), instead of a file in the job's /tmp."""
         _refuse_exposed_task(public, [*self.binds, Path("/usr").resolve()])
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
+                *(["--as-pid-1"] if usage_fd is not None else []),
                 "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox",
                 "--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
@@ -340,11 +364,14 @@ class BwrapBackend(_ProcessBackend):
         for path in self.masked_files:
             args += ["--ro-bind", "/dev/null", str(path)]
         args += ["--ro-bind", str(public), "/data",
-                 "--bind", str(workdir.work), "/workdir", "--ro-bind", str(job), "/sandbox",
-                 "--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]
+                 "--bind", str(workdir.work), "/workdir", "--ro-bind", str(job), "/sandbox"]
+        for host, inside in binds:
+            args += ["--bind", str(host), str(inside)]
+        args += ["--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
                            "TMPDIR": "/tmp", "PATH": f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin",
-                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False, usage_path="/tmp/.wmrl-usage.json" if report_usage else None)})
+                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False, usage_fd=usage_fd,
+                                                          usage_path="/tmp/.wmrl-usage.json" if report_usage and usage_fd is None else None)})
         for key, value in env.items():
             args += ["--setenv", key, value]
         args += [self.python, "-c", LAUNCHER_SOURCE, "/sandbox/solution.py"]

@@ -15,18 +15,48 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from .backends import _apply_usage_report, _check_public_dir, _refuse_exposed_task, _thread_env, dataset_masks
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
-from .workdir import Workdir, _cleanup_once, submission_cap
+from .workdir import IS_ROOT, Workdir, _cleanup_once, submission_cap
 
 log = logging.getLogger("wmrl.execution.docker_backend")
 
 # %% auto #0
-__all__ = ['log', 'DockerBackend']
+__all__ = ['log', 'COST_ROOT', 'DockerBackend']
 
 # %% ../../nbs/282_docker_backend.ipynb #98f3fe59
+COST_ROOT = Path("/sys/fs/cgroup")
+
+def _engine_counts_here(client) -> bool:
+    "Does the engine put containers in cgroup-v1 folders that this process can make and read?"
+    try:
+        info = client.info()
+    except Exception:  # a stand-in client, or an engine that will not say
+        return False
+    return (IS_ROOT and info.get("CgroupDriver") == "cgroupfs" and str(info.get("CgroupVersion", "1")) == "1"
+            and all(os.access(COST_ROOT / c, os.W_OK) for c in ("cpuacct", "memory")))
+
+def _engine_cost(parent: str) -> tuple[float, float] | None:
+    "CPU-s and peak MB of everything the container ran, from its cgroup parent (None: not on this host after all)."
+    try:
+        cpu = int((COST_ROOT / "cpuacct" / parent / "cpuacct.usage").read_text()) / 1e9
+        peak = int((COST_ROOT / "memory" / parent / "memory.max_usage_in_bytes").read_text()) / 2**20
+    except (OSError, ValueError):
+        return None
+    return cpu, peak
+
+def _remove_parent(parent: str) -> None:
+    "The engine made the parent in every hierarchy and removes only the container's own folder inside it."
+    for folder in COST_ROOT.glob(f"*/{parent}"):
+        try:
+            folder.rmdir()
+        except OSError as err:
+            log.warning("could not remove cgroup %s: %s", folder, err)
+
+# %% ../../nbs/282_docker_backend.ipynb #e2d9d50a
 class DockerBackend:
     "A container per run through the docker SDK (imported here only): no network, read-only, capped, uid 65534."
     name = "docker"
@@ -44,12 +74,14 @@ class DockerBackend:
         self.image = image or get_settings().docker_image
         self.python = os.path.abspath(python or sys.executable)  # a relative path breaks inside the sandbox
         self.gpus, self.cpus = gpus, cpus
+        self.cost_here = _engine_counts_here(self.client)  # the kernel's counters, or the job's own report
         prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
         runtime = [Path(p) for p in ("/usr", "/lib", "/lib64", "/etc/ld.so.cache") if Path(p).exists()]
         self.runtime_binds = {str(p.resolve()): str(p) for p in runtime}
         self.runtime_binds.update({str(p): str(p) for p in prefixes if not str(p).startswith("/usr")})
 
-    def container_kwargs(self, job: Path, workdir: Workdir, public: Path, limits: SandboxLimits) -> dict:
+    def container_kwargs(self, job: Path, workdir: Workdir, public: Path, limits: SandboxLimits,
+                         cgroup_parent: str | None = None) -> dict:
         "Everything passed to `containers.run` (a pure function of its inputs, so it can be checked without a daemon)."
         from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
         _refuse_exposed_task(public, self.runtime_binds)
@@ -73,7 +105,8 @@ class DockerBackend:
                     ulimits=[Ulimit(name="nofile", soft=nofile, hard=nofile), Ulimit(name="core", soft=0, hard=0),
                              Ulimit(name="fsize", soft=limits.file_mb << 20, hard=limits.file_mb << 20)],
                     log_config=LogConfig(type="json-file", config={"max-size": f"{max(1, limits.max_output_mb)}m", "max-file": "1"}),
-                    device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else None)
+                    device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else None,
+                    **({"cgroup_parent": f"/{cgroup_parent}"} if cgroup_parent else {}))
 
     def run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawRun:
         if not isinstance(code, str):
@@ -83,12 +116,13 @@ class DockerBackend:
         public = _check_public_dir(public_dir)
         job = Path(tempfile.mkdtemp(prefix="wmrl-job-"))
         workdir, container = Workdir(limits.disk_mb, owner=65534), None
+        parent = f"wmrl-docker-{uuid.uuid4().hex[:12]}" if self.cost_here else None
         try:
             (job / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
             job.chmod(0o755)
             (job / "solution.py").chmod(0o644)
             started = time.monotonic()
-            container = self.client.containers.run(**self.container_kwargs(job, workdir, public, limits))
+            container = self.client.containers.run(**self.container_kwargs(job, workdir, public, limits, parent))
             timed_out = False
             try:
                 result = container.wait(timeout=limits.wall_s)
@@ -111,7 +145,13 @@ class DockerBackend:
             raw = RawRun(exit_code=None if sig else code_, signal=sig, wall_s=wall, cpu_s=math.nan, peak_mb=math.nan,
                          stdout_tail=out, stderr_tail=err, timed_out=timed_out,
                          oom_killed=bool(state.get("OOMKilled")), backend=self.label)
-            _apply_usage_report(raw, workdir)
+            measured = _engine_cost(parent) if parent else None
+            if measured:
+                (raw.cpu_s, raw.peak_mb), note = measured, "cost: the kernel's counters of its cgroup parent"
+            else:
+                _apply_usage_report(raw, workdir)
+                note = "cost: the launcher's report in the job's /tmp (no cgroup parent here; a job could forge it)"
+            raw.notes.append(note)
             return workdir.collect(raw, limits, output_dir, submission_cap(public, limits))
         finally:
             if container is not None:
@@ -119,5 +159,7 @@ class DockerBackend:
                     container.remove(force=True)
                 except Exception as err:
                     log.warning("could not remove container %s: %s", container.id[:12], err)
+            if parent:
+                _remove_parent(parent)
             workdir.cleanup()
             shutil.rmtree(job, ignore_errors=True)

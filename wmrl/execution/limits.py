@@ -81,6 +81,8 @@ class RawRun:
     submission_problem: str | None = None  # why a file at $SUBMISSION_PATH was refused (a link, a FIFO, too big)
     backend: str = ""
     notes: list[str] = field(default_factory=list)
+    overhead_cpu_s: float = 0.0        # CPU charged to the run that it did not use itself (a warm server's start)
+    contended: bool = False            # a shared cap fired while it ran beside other jobs: not a record to reuse
 
 @dataclass
 class ExecutionRecord:
@@ -98,6 +100,7 @@ class ExecutionRecord:
     message: str
     backend: str
     infra_error: bool = False          # the sandbox failed, not the solution: the reward is NaN (ungraded)
+    contended: bool = False            # ran while a neighbour hit a shared cap: right for this run, never cached
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -125,6 +128,26 @@ def _cap(name, value):
 _cfg = dict(item.split("=", 1) for item in os.environ.pop("WMRL_LAUNCH", "").split(";") if item)
 for _name, _value in _cfg.items():
     if _name.startswith("RLIMIT_"): _cap(_name, int(_value))
+if _cfg.get("usage_fd"):  # pid 1 of a sandbox without cgroups: reap the whole tree, report it where the job cannot write
+    _fd, (_go_r, _go_w) = int(_cfg["usage_fd"]), os.pipe()
+    _child = os.fork()
+    if _child:
+        import ctypes, json, signal
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the job can neither ptrace pid 1 nor open its fds
+        os.close(_go_r); os.close(_go_w)  # now the solution may start
+        _status = 1 << 8
+        while True:
+            try: _pid, _st = os.waitpid(-1, 0)
+            except ChildProcessError: break
+            if _pid == _child:
+                _status = _st
+                if os.getpid() == 1:  # kill(-1) at pid 1 is this sandbox's pid namespace; anywhere else, never
+                    try: os.kill(-1, signal.SIGKILL)
+                    except OSError: pass
+        _ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        os.write(_fd, json.dumps({"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024}).encode())
+        os._exit(os.WEXITSTATUS(_status) if os.WIFEXITED(_status) else 128 + os.WTERMSIG(_status))
+    os.close(_go_w); os.read(_go_r, 1); os.close(_go_r); os.close(_fd)
 if _cfg.get("usage_path"):  # backends without a cgroup to measure the run read its usage from here
     import atexit
     def _report(path=_cfg["usage_path"], resource=resource):
@@ -155,7 +178,8 @@ except MemoryError:
     traceback.print_exc(); sys.stderr.write("WMRL_MEMORY_ERROR\n"); sys.stderr.flush(); sys.exit(MEMORY_EXIT)
 '''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT))
 
-def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str | None = None) -> str:
+def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str | None = None,
+                    usage_fd: int | None = None) -> str:
     """What the launcher reads from `WMRL_LAUNCH`: `KEY=value;...`, rlimits in the units `setrlimit` wants.
     (Plain lines rather than JSON: every millisecond of the launcher is paid by every execution.)"""
     rlimits = {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20,
@@ -166,4 +190,6 @@ def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str |
         if ";" in usage_path:
             raise ValueError(f"usage_path must not contain ';': {usage_path!r}")
         rlimits["usage_path"] = usage_path
+    if usage_fd is not None:
+        rlimits["usage_fd"] = int(usage_fd)
     return ";".join(f"{key}={value}" for key, value in rlimits.items())

@@ -68,6 +68,8 @@ def classify(raw: RawRun, limits: SandboxLimits) -> tuple[str, str]:
         return "timeout", f"killed at the wall-clock limit of {limits.wall_s:g} s"
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= limits.cpu_limit_s - 0.05):
         return "timeout", f"killed at the CPU-time limit of {limits.cpu_limit_s} s"
+    if raw.cpu_s - raw.overhead_cpu_s > limits.cpu_limit_s + 1:  # RLIMIT_CPU is per process; the budget is the job's
+        return "timeout", f"its processes together used {raw.cpu_s - raw.overhead_cpu_s:.1f} CPU-s, over the budget of {limits.cpu_limit_s} s"
     if raw.oom_killed or code == MEMORY_EXIT or "MemoryError" in _last_error_line(stderr):
         detail = _last_error_line(stderr) if code == MEMORY_EXIT else "killed by the memory cap"
         return "memory", f"out of memory (limit {limits.memory_mb} MB): {detail}"
@@ -116,4 +118,4 @@ def execute(task, code: str, backend: SandboxBackend | str | None = None, limits
             reward = ladder_reward(status)
     return ExecutionRecord(status=status, reward=reward, position=position, raw_score=raw_score, exit_code=raw.exit_code,
                            wall_s=raw.wall_s, cpu_s=raw.cpu_s, peak_mb=raw.peak_mb, stdout_tail=raw.stdout_tail,
-                           stderr_tail=raw.stderr_tail, message=message, backend=raw.backend)
+                           stderr_tail=raw.stderr_tail, message=message, backend=raw.backend, contended=raw.contended)

@@ -26,7 +26,7 @@ from .warm_server import SERVER_SOURCE
 from .workdir import CgroupV1, Workdir, fetch_submission, submission_cap, submission_problem
 
 # %% auto #0
-__all__ = ['log', 'DEFAULT_PRELOAD', 'ServerDied', 'Contested', 'ForkServer', 'run_job', 'WarmBackend']
+__all__ = ['log', 'CGROUP_ROOT', 'DEFAULT_PRELOAD', 'ServerDied', 'Contested', 'ForkServer', 'run_job', 'WarmBackend']
 
 # %% ../../nbs/290_warm.ipynb #543ec543
 log = logging.getLogger("wmrl.execution.warm")
@@ -37,6 +37,8 @@ class ServerDied(RuntimeError):
 class Contested(RuntimeError):
     "A job was killed by the server's shared memory cap while other jobs ran: whose fault it was is unknown."
 
+CGROUP_ROOT = "/wmrl-cgroup"  # where the server sees its cgroup folders inside bwrap (hidden from every job)
+
 class ForkServer:
     "A warm interpreter for one task's public folder, inside the cold backend's sandbox."
 
@@ -44,19 +46,24 @@ class ForkServer:
         self.public, self.lock, self.waiting, self.closed = public, threading.Lock(), {}, False
         self.isolate, self.dispatched = isinstance(cold, BwrapBackend), 0
         self.jobs = Workdir((limits.file_mb + 1) * slots + 64, owner=None)  # per-job outputs (the submissions)
-        cmd, env, cwd = cold.command(Path(self.jobs.tmp), self.jobs, public, limits, report_usage=False)
+        self.group, self.capacity, cgroups, binds = None, slots, {}, []
+        if CgroupV1.available():  # the whole server: a fork bomb or a memory hog stops at the group's caps
+            self.group = CgroupV1(*self._caps(limits, slots))
+            for kind in ("pids", "cpu", "cpuacct"):  # per-job groups inside: a process cap and a CPU share each
+                if kind in self.group.paths:
+                    cgroups[kind] = f"{CGROUP_ROOT}/{kind}" if self.isolate else str(self.group.paths[kind])
+                    binds.append((self.group.paths[kind], cgroups[kind]))
+        extra = {"binds": binds} if self.isolate else {}
+        cmd, env, cwd = cold.command(Path(self.jobs.tmp), self.jobs, public, limits, report_usage=False, **extra)
         env = dict(env)
         at = len(cmd) - 1 - cmd[::-1].index(cold.python)  # the interpreter: the launcher follows it
         self.inside = "/workdir" if self.isolate else str(self.jobs.work)  # the jobs folder, seen by the server
-        config = json.dumps({"preload": list(preload), "out": self.inside})
+        config = json.dumps({"preload": list(preload), "out": self.inside, "cgroups": cgroups, "cgroup_root": CGROUP_ROOT})
         if self.isolate:
             cmd = [c for c in cmd[:at] if c != "--die-with-parent"] + ["--setenv", "WMRL_WARM", config]
         else:
             env["WMRL_WARM"], cmd = config, cmd[:at]
-        self.group = None
-        if CgroupV1.available():  # the whole server: a fork bomb or a memory hog stops at the group's caps
-            per_job = limits.memory_mb + limits.disk_mb + limits.max_output_mb
-            self.group = CgroupV1(limits.nproc * slots + 16, per_job * slots + 1024)
+        if self.group is not None:
             join = " ".join(f"echo $$ > {f};" for f in self.group.procs_files)
             cmd = ["/bin/sh", "-c", f'{join} exec "$@"', "sh", *cmd]
         self.started = time.monotonic()
@@ -72,6 +79,17 @@ class ForkServer:
         self.startup_cpu_s, self.startup_wall_s = ready["startup_cpu_s"], time.monotonic() - self.started
         self.vm_mb, self.unpaid_startup, self.last_heard = ready["vm_mb"], True, time.monotonic()
         threading.Thread(target=self._read, daemon=True, name=f"wmrl-warm-{public.parent.name}").start()
+
+    @staticmethod
+    def _caps(limits: SandboxLimits, jobs: int) -> tuple[int, int]:
+        "The server's process and memory caps for `jobs` at once: each job's own (+ its supervisor and init), + spare."
+        return (limits.nproc + 2) * jobs + 16, (limits.memory_mb + limits.disk_mb + limits.max_output_mb) * jobs + 1024
+
+    def admit(self, limits: SandboxLimits, jobs: int) -> None:
+        "Grow the server's caps to `jobs` in flight (more pool workers than slots), so no job starves another."
+        if self.group is not None and jobs > self.capacity:
+            self.group.raise_caps(*self._caps(limits, jobs))
+            self.capacity = jobs
 
     def _read(self) -> None:
         "Deliver each answer line to its waiting job (heartbeats only prove liveness); on EOF fail everything in flight."
@@ -137,7 +155,7 @@ def _request(server: ForkServer, job_id: str, code: str, limits: SandboxLimits) 
     cwd = "/workdir" if server.isolate else f"{server.inside}/{job_id}-work"
     env = {} if server.isolate else {"SUBMISSION_PATH": f"{cwd}/submission.csv", "TMPDIR": cwd, "HOME": cwd}
     return {"id": job_id, "code": code, "cwd": cwd, "env": env, "isolate": server.isolate,
-            "rlimits": _rlimits(limits), "wall_s": limits.wall_s, "max_output": limits.max_output_mb << 20,
+            "rlimits": _rlimits(limits), "wall_s": limits.wall_s, "cpu_budget": limits.cpu_limit_s, "nproc": limits.nproc, "max_output": limits.max_output_mb << 20,
             "tail": limits.output_kb << 10, "cap": submission_cap(server.public, limits),
             "disk_kb": limits.disk_mb << 10, "inodes": 100000}
 
@@ -163,11 +181,12 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
     "Run one solution on a warm server and return what a cold backend would have observed."
     job_id, slot = uuid.uuid4().hex[:12], [threading.Event()]
     try:
-        ooms = server.group.oom_kills() if server.group is not None else 0
         with server.lock:
             if server.closed:
                 raise ServerDied("the warm server had already stopped")
             server.waiting[job_id] = slot
+            server.admit(limits, len(server.waiting))
+            caps = (server.group.oom_kills(), server.group.fork_refusals()) if server.group is not None else None
             crowd, server.dispatched = server.dispatched, server.dispatched + 1
             neighbours = len(server.waiting) - 1
             if not neighbours:  # an idle server sends no heartbeats: its silence so far proves nothing
@@ -181,12 +200,19 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
                      wall_s=answer["wall_s"], cpu_s=answer["cpu_s"], peak_mb=answer["peak_mb"],
                      stdout_tail=answer["stdout"], stderr_tail=answer["stderr"],
                      timed_out=answer["timed_out"], output_overflow=answer["overflow"])
-        if server.group is not None and raw.signal == signal.SIGKILL and server.group.oom_kills() > ooms:
+        if answer["over_budget"]:
+            raw.notes.append(f"killed when its processes together passed the CPU budget of {limits.cpu_limit_s} s")
+        if answer["fork_refused"]:
+            raw.notes.append(f"{answer['fork_refused']} forks refused at its own process cap of {limits.nproc}")
+        if server.group is not None:
+            oom = raw.signal == signal.SIGKILL and server.group.oom_kills() > caps[0]
+            refused = raw.exit_code != 0 and server.group.fork_refusals() > caps[1]
             with server.lock:
                 shared = neighbours > 0 or len(server.waiting) > 0 or server.dispatched > crowd + 1
-            if shared:  # the shared cap fired while others ran: rerun alone to know whose memory it was
-                raise Contested(f"job {job_id} was killed by the shared memory cap while other jobs ran")
-            raw.oom_killed = True
+            if (oom or refused) and shared:  # a shared cap fired while others ran: rerun alone to know whose fault
+                raise Contested(f"job {job_id} failed while the server's shared caps fired and other jobs ran")
+            raw.oom_killed = oom
+            raw.contended = shared and (server.group.oom_kills(), server.group.fork_refusals()) != caps
         sub = answer["submission"]
         if sub["kind"] == "file":
             raw.submission_path, raw.submission_problem = fetch_submission(server.jobs.work / job_id, Path(output_dir),
@@ -277,6 +303,7 @@ def _run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawR
                 startup, server.unpaid_startup = (server.startup_cpu_s if server.unpaid_startup else 0.0), False
             if startup:
                 raw.cpu_s += startup
+                raw.overhead_cpu_s += startup
                 raw.notes.append(f"charged the warm server's start: {startup:.2f} CPU-s")
     raw.backend = self.label
     raw.notes.append("own user/pid/mount/net namespaces and tmpfs; caps: the job's rlimits, the server's cgroup")

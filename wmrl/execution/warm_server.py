@@ -46,6 +46,38 @@ def _only_fds(*keep):
         if fd > 2 and fd not in keep:
             try: os.close(fd)
             except OSError: pass
+def _write_at(dirfd, name, value):
+    fd = os.open(name, os.O_WRONLY, dir_fd=dirfd)
+    try: os.write(fd, str(value).encode())
+    finally: os.close(fd)
+def _read_at(dirfd, name):
+    fd = os.open(name, os.O_RDONLY, dir_fd=dirfd)
+    try: return os.read(fd, 4096).decode()
+    finally: os.close(fd)
+def _join_groups(req):
+    "The job's own cgroups inside the server's: a process cap, a CPU share and a CPU account, entered before the job exists"
+    groups = {}
+    for kind, path in _cfg["cgroups"].items():
+        parent = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        os.mkdir("job-" + req["id"], dir_fd=parent)
+        own = os.open("job-" + req["id"], os.O_RDONLY | os.O_DIRECTORY, dir_fd=parent)
+        if kind == "pids": _write_at(own, "pids.max", req["nproc"] + 2)  # + the supervisor and init
+        _write_at(own, "cgroup.procs", os.getpid())
+        groups[kind] = (parent, own)
+    return groups
+def _tree_cpu_s(groups):
+    return int(_read_at(groups["cpuacct"][1], "cpuacct.usage")) / 1e9 if "cpuacct" in groups else 0.0
+def _leave_groups(groups, req):
+    "Back to the server's groups (the job's processes are all reaped by now), then remove the job's"
+    refused = 0
+    for kind, (parent, own) in groups.items():
+        if kind == "pids": refused = int(dict(l.split() for l in _read_at(own, "pids.events").splitlines() if l.strip()).get("max", 0))
+        _write_at(parent, "cgroup.procs", os.getpid()); os.close(own)
+        for delay in [0.002] * 500:
+            try: os.rmdir("job-" + req["id"], dir_fd=parent); break
+            except OSError: time.sleep(delay)
+        os.close(parent)
+    return refused
 def _bound_under_tmp():
     "Mount points the sandbox bound below /tmp (a venv or interpreter that lives there): the job's own /tmp keeps them"
     points = sorted(line.split()[4].encode().decode("unicode_escape") for line in open("/proc/self/mountinfo"))
@@ -73,6 +105,7 @@ def _namespaces(req):
     if os.path.isdir("/dev/shm"): _mount("/tmp/s", "/dev/shm", None, BIND)
     _mount("/tmp/t", "/tmp", None, BIND)       # covers the tmpfs root
     _rebind(kept)
+    if _cfg["cgroups"]: _mount("tmpfs", _cfg["cgroup_root"], "tmpfs", NOSUID | NODEV | 1, "size=4k")  # the job cannot leave its group
     import fcntl, socket                        # loopback up, as in the cold sandbox
     with socket.socket() as s: fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
 def _drop_privileges():
@@ -171,6 +204,7 @@ def _supervise(req, result, dest):
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)
     null = os.open(os.devnull, os.O_RDWR); os.dup2(null, 0); os.dup2(null, 1)  # never the host's channel
     _only_fds(result, dest)
+    groups = _join_groups(req)
     if req["isolate"]: _namespaces(req)
     else: os.mkdir(req["cwd"])
     wd = os.open(req["cwd"], os.O_RDONLY | os.O_DIRECTORY)
@@ -179,26 +213,28 @@ def _supervise(req, result, dest):
     started = time.monotonic()
     init = _fork()
     if init == 0:
-        os.close(rd); os.close(result); os.close(dest); os.close(wd)
+        for fd in [rd, result, dest, wd] + [fd for pair in groups.values() for fd in pair]: os.close(fd)
         _init(req, out, err, wr)
     os.close(wr)
     pidfd = os.pidfd_open(init)
-    timed_out = overflow = False
+    timed_out = overflow = over_budget = False
     deadline = started + req["wall_s"]
     while not select_one(pidfd, min(0.02, max(0.0, deadline - time.monotonic()))):
         late = time.monotonic() >= deadline
         if late: timed_out = not select_one(rd, 2.0)  # finished (reported) or about to within 2 s: not a timeout
         elif os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]: overflow = True
-        if late or overflow:
+        elif _tree_cpu_s(groups) > req["cpu_budget"] + 1: over_budget = True  # every process of the job together
+        if late or overflow or over_budget:
             os.kill(init, signal.SIGUSR1)  # init kills and reaps everything, so their CPU seconds are counted
             if not select_one(pidfd, 5.0): os.kill(init, signal.SIGKILL)
             break
     _, init_status, usage = os.wait4(init, 0)
     wall = time.monotonic() - started
+    refused = _leave_groups(groups, req)
     report = os.read(rd, 4)
     answer = {"status": struct.unpack("i", report)[0] if len(report) == 4 else None, "wall_s": wall,
               "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out,
-              "overflow": overflow, "stdout": _tail(out, req["tail"]), "stderr": _tail(err, req["tail"]),
+              "overflow": overflow, "over_budget": over_budget, "fork_refused": refused, "stdout": _tail(out, req["tail"]), "stderr": _tail(err, req["tail"]),
               "submission": _take_submission(wd, dest, req["cap"])}
     os.write(result, json.dumps(answer).encode()); os._exit(0)
 def select_one(fd, timeout):

@@ -33,17 +33,24 @@ class CgroupV1:
     "A per-run cgroup-v1 group (pids, memory, cpuacct), nested under the caller's own groups."
     CONTROLLERS = ("pids", "memory", "cpuacct")
 
+    OPTIONAL = ("cpu",)  # a CPU share of its own when the machine has the controller
+
     @classmethod
     def parents(cls, root: Path = Path("/sys/fs/cgroup")) -> dict[str, Path]:
         "This process's own group per controller: runs nest under it, and stale-run cleanup looks there."
-        own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line)
-        return {c: root / c / own.get(c, "/").strip().lstrip("/") for c in cls.CONTROLLERS}
+        own = {}
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.count(":") >= 2:
+                _, names, path = line.split(":", 2)
+                own.update({name: path for name in names.split(",")})  # co-mounted: "2:cpu,cpuacct:/"
+        wanted = cls.CONTROLLERS + tuple(c for c in cls.OPTIONAL if os.access(root / c, os.W_OK))
+        return {c: root / c / own.get(c, "/").strip().lstrip("/") for c in wanted}
 
     def __init__(self, nproc: int, memory_mb: int, root: Path = Path("/sys/fs/cgroup")):
         name = f"wmrl-{uuid.uuid4().hex[:12]}"
         self.paths = {c: parent / name for c, parent in self.parents(root).items()}
         for path in self.paths.values():
-            path.mkdir()
+            path.mkdir(exist_ok=True)  # a unique name; exists already only where two controllers share a hierarchy
         (self.paths["pids"] / "pids.max").write_text(str(nproc))
         mem = self.paths["memory"]
         (mem / "memory.limit_in_bytes").write_text(str(memory_mb << 20))
@@ -57,8 +64,22 @@ class CgroupV1:
     @property
     def procs_files(self) -> list[str]: return [str(p / "cgroup.procs") for p in self.paths.values()]
 
+    def groups(self) -> list[Path]:
+        "Every directory of the group, the per-job groups a warm server makes inside it first (deepest first)."
+        found = []
+        for path in set(self.paths.values()):
+            found += sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [path]
+        return found
+
     def pids(self) -> set[int]:
-        return {int(x) for p in self.paths.values() for x in (p / "cgroup.procs").read_text().split()}
+        "v1 lists only a group's own members: the per-job groups inside are read too."
+        pids = set()
+        for path in self.groups():
+            try:
+                pids.update(int(x) for x in (path / "cgroup.procs").read_text().split())
+            except FileNotFoundError:
+                pass  # a job's group removed by its supervisor meanwhile
+        return pids
 
     def cpu_s(self) -> float: return int((self.paths["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
     def peak_mb(self) -> float: return int((self.paths["memory"] / "memory.max_usage_in_bytes").read_text()) / 2**20
@@ -84,7 +105,7 @@ class CgroupV1:
 
     def remove(self) -> None:
         self.kill_all()
-        for path in self.paths.values():
+        for path in self.groups():
             for _ in range(2500):
                 try:
                     path.rmdir()
@@ -95,6 +116,25 @@ class CgroupV1:
                     time.sleep(0.002)
             else:
                 log.warning("could not remove cgroup %s", path)
+
+# %% ../../nbs/280_workdir.ipynb #4e156873
+def _raise_caps(self, nproc: int, memory_mb: int) -> None:
+    """Raise, never lower, the group's process and memory caps: a warm server's share grows with the jobs it runs
+    at once, so a pool with more workers than the server was sized for cannot make its jobs starve one another."""
+    pids = self.paths["pids"] / "pids.max"
+    if pids.read_text().strip() != "max" and int(pids.read_text()) < nproc:
+        pids.write_text(str(nproc))
+    mem = self.paths["memory"]
+    for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"):  # memsw first: it may never be below
+        if (mem / name).exists() and int((mem / name).read_text()) < memory_mb << 20:
+            (mem / name).write_text(str(memory_mb << 20))
+
+def _fork_refusals(self) -> int:
+    "Forks refused at this group's own process cap so far (a per-job group inside counts its own refusals)."
+    events = dict(line.split() for line in (self.paths["pids"] / "pids.events").read_text().splitlines() if line.strip())
+    return int(events.get("max", 0))
+
+CgroupV1.raise_caps, CgroupV1.fork_refusals = _raise_caps, _fork_refusals
 
 # %% ../../nbs/280_workdir.ipynb #df5deb97
 _libc = ctypes.CDLL(None, use_errno=True)
