@@ -196,6 +196,28 @@ def test_jobs_cannot_reach_each_other_over_the_network(warm, task, planted):
     assert "PROBE" in seen.stdout_tail and "CONNECTED" not in seen.stdout_tail, seen.stdout_tail
 
 
+def test_a_job_sees_only_its_own_processes(warm, task):
+    """Issue 24, breach 8: warm jobs saw the server's /proc, so a program with no model read a sibling's command line
+    (and its CPU, start time, limits and mounts). Now each job's init mounts a /proc of the job's own pid namespace
+    before entering its user namespace: a sibling holding a secret in its argv is not there. (On commit 355c8a2 the
+    scan finds the secret and lists the server's and the sibling's pids.)"""
+    holder = ("import subprocess, sys\n"
+              "subprocess.run([sys.executable, '-c', 'import time; time.sleep(3)', 'wmrl-sibling-secret'])\n")
+    scan = ("import os, time\ntime.sleep(0.8)\nfound, pids = [], set()\nend = time.time() + 1.5\n"
+            "while time.time() < end:\n"
+            "    for p in os.listdir('/proc'):\n"
+            "        if p.isdigit():\n"
+            "            pids.add(int(p))\n"
+            "            try:\n"
+            "                if b'wmrl-sibling-secret' in open('/proc/%s/cmdline' % p, 'rb').read(): found.append(p)\n"
+            "            except OSError: pass\n"
+            "    time.sleep(0.05)\n"
+            "print('FOUND', sorted(set(found)), 'PIDS', sorted(pids))\n")
+    with ExecutionPool(warm, max_workers=2) as pool:
+        _, seen = pool.map([(task, holder, ATTACK_LIMITS), (task, scan, LIMITS)], progress=False)
+    assert "FOUND [] PIDS [1, 2]" in seen.stdout_tail, seen.stdout_tail  # its init and itself, nothing else
+
+
 @pytest.mark.slow
 def test_a_stopped_server_is_killed_and_its_job_rerun(task, cold):
     "Liveness: a server that stops answering (here SIGSTOPped from the host) is killed; its job reruns alone."

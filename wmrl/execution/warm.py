@@ -39,6 +39,17 @@ class Contested(RuntimeError):
 
 CGROUP_ROOT = "/wmrl-cgroup"  # where the server sees its cgroup folders inside bwrap (hidden from every job)
 
+def _server_privileges(cmd: list[str]) -> list[str]:
+    """The cold sandbox's bwrap line for the server, as uid 0 of bwrap's user namespace with three capabilities there
+    only: CAP_SYS_ADMIN and CAP_NET_ADMIN to give each job a /proc of its own pid namespace and its loopback before
+    the job enters a user namespace of its own (where it has none over the server's), CAP_SETFCAP because mapping
+    uid 0 into that namespace needs it since Linux 5.12. (Works unprivileged: they are bwrap's namespace's.)"""
+    out = list(cmd)
+    for flag in ("--uid", "--gid"):
+        out[out.index(flag) + 1] = "0"
+    at = out.index("--cap-drop") + 2  # after `--cap-drop ALL`
+    return out[:at] + [arg for cap in ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETFCAP") for arg in ("--cap-add", cap)] + out[at:]
+
 class ForkServer:
     "A warm interpreter for one task's public folder, inside the cold backend's sandbox."
 
@@ -58,9 +69,11 @@ class ForkServer:
         env = dict(env)
         at = len(cmd) - 1 - cmd[::-1].index(cold.python)  # the interpreter: the launcher follows it
         self.inside = "/workdir" if self.isolate else str(self.jobs.work)  # the jobs folder, seen by the server
-        config = json.dumps({"preload": list(preload), "out": self.inside, "cgroups": cgroups, "cgroup_root": CGROUP_ROOT})
+        config = json.dumps({"preload": list(preload), "out": self.inside, "cgroups": cgroups, "cgroup_root": CGROUP_ROOT,
+                             "fresh_proc": self.isolate})
         if self.isolate:
             cmd = [c for c in cmd[:at] if c != "--die-with-parent"] + ["--setenv", "WMRL_WARM", config]
+            cmd = _server_privileges(cmd)
         else:
             env["WMRL_WARM"], cmd = config, cmd[:at]
         if self.group is not None:

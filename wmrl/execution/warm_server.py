@@ -90,12 +90,24 @@ def _rebind(kept):
         if os.path.isdir("/proc/self/fd/%d" % fd): os.makedirs(point, exist_ok=True)
         else: os.makedirs(os.path.dirname(point), exist_ok=True); open(point, "a").close()
         _mount("/proc/self/fd/%d" % fd, point, None, BIND | REC); os.close(fd)
-def _namespaces(req):
-    "A user, mount, pid, ipc and net namespace of the job's own, with a fresh sized tmpfs for /workdir, /tmp, /dev/shm"
+def _own_user():
+    "A user namespace of the job's own, mapping only its uid and gid: no capability outside it"
     uid, gid = os.getuid(), os.getgid()
-    _ok(libc.unshare(NEWUSER | NEWNS | NEWPID | NEWIPC | NEWNET), "unshare")
+    _ok(libc.unshare(NEWUSER), "unshare user")
     for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
         with open("/proc/self/" + name, "w") as f: f.write(text)
+def _fresh_proc():
+    "init's own /proc: only the job's pid namespace (no sibling, no server), its sensitive files read-only again"
+    _mount("proc", "/proc", "proc", NOSUID | NODEV | 8)
+    for sub in ("sys", "sysrq-trigger", "irq", "bus"):
+        if os.path.exists("/proc/" + sub):
+            _mount("/proc/" + sub, "/proc/" + sub, None, BIND); _mount("none", "/proc/" + sub, None, BIND | 32 | 1)
+def _namespaces(req):
+    """Mount, pid, ipc and net namespaces of the job's own, with a fresh sized tmpfs for /workdir, /tmp, /dev/shm.
+    With CAP_SYS_ADMIN (the server's bwrap grants only that), the user namespace comes later, from init, after it has
+    mounted the job's own /proc; without it, here, first (and the job sees the server's /proc)"""
+    if _cfg.get("fresh_proc"): _ok(libc.unshare(NEWNS | NEWPID | NEWIPC | NEWNET), "unshare")
+    else: _own_user(); _ok(libc.unshare(NEWNS | NEWPID | NEWIPC | NEWNET), "unshare")
     _mount("none", "/", None, REC | PRIVATE)
     kept = _bound_under_tmp()
     _mount("tmpfs", "/tmp", "tmpfs", NOSUID | NODEV, "size=%dk,nr_inodes=%d,mode=0755" % (req["disk_kb"], req["inodes"]))
@@ -162,6 +174,7 @@ def _init(req, out, err, report):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR2, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)  # at pid 1 a default action means "ignored" for senders inside
     signal.signal(signal.SIGUSR1, _end_all)  # the supervisor's "time is up": kill all, then reap (so CPU is counted)
+    if req["isolate"] and _cfg.get("fresh_proc"): _fresh_proc(); _own_user()
     pid = _fork()
     if pid == 0:
         os.setpgid(0, 0); _solution(req, out, err)
