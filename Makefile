@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock
+.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -55,6 +55,15 @@ lock:
 	$(VENV)/lock/bin/pip-compile -q --upgrade --strip-extras --no-emit-index-url --no-emit-find-links \
 		--unsafe-package torch --extra dev --extra train --extra suite --extra scale --extra embodied \
 		-c constraints.txt -o $(LOCK) pyproject.toml
+
+## gpu-wheels: the pure-Python wheels the lent GPU image lacks (Python 3.12; no network or pip there), into gpu-wheels/
+## (3.4 MB): carry it with the repository, then `python3 reproductions/gpu_check.py --wheels gpu-wheels` (README)
+GPU_WHEELS := trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyflakes==4.1.0 fla-core==0.6.0 \
+	flash-linear-attention==0.6.0
+gpu-wheels: setup
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--abi cp312 --platform manylinux2014_x86_64 -d gpu-wheels $(GPU_WHEELS)
+	@du -ch gpu-wheels/*.whl | tail -1
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
 setup-system:

@@ -19,6 +19,13 @@ every 0.5 s (all processes on the card, vLLM's engine cores included) and the ph
    AdamW, gradient checkpointing, TRL's colocated engine with sleep mode, token_truncate IS) on the iris task,
    shortened to --steps steps of 2 groups; its own world-model engine is built from the config, as in a real run;
 3. agent: the same as the multi-turn research agent (2 turns) on wmrl's mini competition.
+Before them, `versions` records what this image has (packages, CUDA, kernels). The lent machine has no network and
+no pip, and its image lacks trl, datasets, vLLM, bitsandbytes and flash-linear-attention: the check degrades instead
+of stopping. Without vLLM, generation and the world model run on transformers; without bitsandbytes, AdamW is
+torch's; without trl the TRL phases are skipped with the reason. `make gpu-wheels` stages the pure-Python wheels
+that fit beside the repository (trl, datasets and their pure-Python dependencies, the fla kernels); `--wheels DIR`
+unpacks them into the run folder and puts them on every phase's path (no pip needed). `--missing trl,vllm` rehearses
+a lent image on a machine that has them.
 A phase that fails, times out or is killed is recorded with its reason (the error and traceback tail, or the exit
 code and stderr tail) and the next phases still run where they can. The JSON report holds every phase, the plan's
 figures for the same settings (`wmrl.adapters.plan`) and measured / planned peak, so the first GPU run also calibrates the
@@ -38,8 +45,11 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("build", "world_model", "training", "agent")
-LIMITS_S = {"build": 90, "world_model": 120, "training": 240, "agent": 120}  # 570 s in all: inside 10 minutes
+PHASES = ("versions", "build", "world_model", "training", "agent")
+LIMITS_S = {"versions": 30, "build": 90, "world_model": 120, "training": 210, "agent": 120}  # 570 s: inside 10 minutes
+MODULES = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", "peft": "peft", "trl": "trl",
+           "datasets": "datasets", "vllm": "vllm", "bitsandbytes": "bitsandbytes", "flash-linear-attention": "fla",
+           "xgrammar": "xgrammar"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--phases", default=None, help="comma-separated subset to run, e.g. training (a rerun)")
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # internal: run one phase in this process
     parser.add_argument("--dry-run", action="store_true", help="print the phases and the plan; load nothing")
+    parser.add_argument("--wheels", default=None, help="folder of .whl files to unpack onto every phase's path")
+    parser.add_argument("--missing", default="", help="modules to treat as absent, e.g. trl,vllm (rehearse the image)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
@@ -73,6 +85,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.phases and (unknown := set(args.phases.split(",")) - set(PHASES)):
         parser.error(f"--phases: unknown {sorted(unknown)}; phases are {','.join(PHASES)}")
     return args
+
+
+def prepare_environment(args: argparse.Namespace) -> None:
+    "Wheels unpacked onto the path (a wheel is a zip: no pip needed); modules rehearsed as missing made unimportable."
+    if args.wheels:
+        site = run_dir(args) / "site"
+        for wheel in sorted(Path(args.wheels).glob("*.whl")):
+            if not (site / f".{wheel.name}").exists():
+                import zipfile
+                zipfile.ZipFile(wheel).extractall(site)
+                (site / f".{wheel.name}").touch()
+        sys.path.insert(0, str(site))
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    for name in filter(None, args.missing.split(",")):
+        sys.modules[MODULES.get(name, name)] = None  # `import name` now raises ImportError
+
+
+def available(module: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def degrade(config: dict, record: dict) -> dict:
+    "Run without what the image lacks, and say so: vLLM -> transformers generation and world model; bnb -> torch AdamW."
+    changes = []
+    if not available("vllm"):
+        config["trl"]["use_vllm"] = False
+        config["world_model"] = {**config["world_model"], "backend": "transformers", "options": {}}
+        changes.append("no vLLM: generation and the world model on transformers")
+    if not available("bitsandbytes") and "8bit" in str(config["trl"].get("optim", "")):
+        config["trl"]["optim"] = "adamw_torch"
+        changes.append("no bitsandbytes: torch AdamW (8 bytes a parameter of state, not 2)")
+    if not available("xgrammar") and config["world_model"]["backend"] == "transformers":
+        config["world_model"] = {**config["world_model"], "options": {**config["world_model"]["options"], "constrained": False}}
+        changes.append("no xgrammar: the world model decodes without its JSON grammar (verdicts parsed leniently)")
+    if not _cuda():  # a CPU rehearsal of the check: the same path, without bf16
+        config["trl"].update(bf16=False, use_cpu=True)
+        changes.append("no CUDA: float32 on the CPU (a rehearsal, not a measurement)")
+    if not available("fla"):
+        changes.append("no flash-linear-attention: Gated DeltaNet layers on transformers' torch fallback (slow)")
+    record["degraded"] = changes
+    return config
 
 
 def run_dir(args: argparse.Namespace) -> Path:
@@ -131,20 +188,37 @@ def plan_summary(args: argparse.Namespace) -> dict:
     if not solutions:
         raise FileNotFoundError(f"no solutions (*.py) in {args.solutions}")
     config = load_config(args.config, training_overrides(args, run_dir(args) / "training"))
-    resolved = dry_run(config)
     phases = [p for p in PHASES if not (p == "build" and args.model) and not (p == "agent" and not args.agent_steps)
               and (not args.phases or p in args.phases.split(","))]
-    return {"model": model_folder(args), "random_weights": not args.model, "arch": args.arch, "phases": phases,
-            "limits_s": {p: LIMITS_S[p] * args.scale for p in phases}, "solutions": len(solutions), "steps": args.steps,
-            "groups_per_step": resolved["groups_per_step"], "rows_per_step": resolved["rows_per_step"],
-            "trl": {k: resolved["trl"][k] for k in ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization",
-                                                     "vllm_enable_sleep_mode", "vllm_importance_sampling_mode",
-                                                     "num_generations", "max_completion_length", "bf16", "optim",
-                                                     "gradient_checkpointing")},
-            "world_model": config["world_model"], "plan_gib": planned(args), "notes": resolved["notes"]}
+    summary = {"model": model_folder(args), "random_weights": not args.model, "arch": args.arch, "phases": phases,
+               "limits_s": {p: LIMITS_S[p] * args.scale for p in phases}, "solutions": len(solutions),
+               "steps": args.steps, "world_model": config["world_model"], "plan_gib": planned(args)}
+    try:
+        resolved = dry_run(config)  # resolves the TRL config: needs trl
+    except ImportError as error:
+        return {**summary, "resolve_error": f"{type(error).__name__}: {error} (the TRL phases will be skipped)"}
+    keys = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
+            "vllm_importance_sampling_mode", "num_generations", "max_completion_length", "bf16", "optim",
+            "gradient_checkpointing")
+    return {**summary, "groups_per_step": resolved["groups_per_step"], "rows_per_step": resolved["rows_per_step"],
+            "trl": {k: resolved["trl"][k] for k in keys}, "notes": resolved["notes"]}
 
 
 # --- the phases (each runs in its own process: `gpu_check.py --phase NAME ...`) --------------------------------
+def phase_versions(args: argparse.Namespace, record: dict) -> None:
+    "What the image has: each package's version and whether it imports here, the device, the interpreter."
+    from importlib.metadata import PackageNotFoundError, version
+    packages = {}
+    for package, module in MODULES.items():
+        try:
+            found = version(package)
+        except PackageNotFoundError:
+            found = None
+        packages[package] = {"version": found, "importable": available(module)}
+    record.update(python=sys.version.split()[0], packages=packages, device=_device(),
+                  missing=[p for p, v in packages.items() if not v["importable"]])
+
+
 def phase_build(args: argparse.Namespace, record: dict) -> None:
     "Phase 0: random weights of the architecture (bf16) + the local tokenizer, saved where the next phases read them."
     from wmrl.adapters.plan import load_architecture, parameter_count
@@ -163,7 +237,7 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
     from wmrl.adapters.train import build_scorer
     from wmrl.adapters.train_config import load_config
     from wmrl.execution.tasks import load_task
-    config = load_config(args.config, training_overrides(args, run_dir(args) / "world_model"))
+    config = degrade(load_config(args.config, training_overrides(args, run_dir(args) / "world_model")), record)
     task = load_task(args.task)
     files = sorted(Path(args.solutions).glob("*.py"))
     codes = [f.read_text() for f in files]
@@ -190,9 +264,11 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
 
 def _train(args: argparse.Namespace, record: dict, overrides: list[str], out_dir: Path) -> dict:
     "Train with `overrides` into out_dir; returns metrics.json and records the logged sampling/* and rewards/*."
+    if not available("trl"):
+        raise RuntimeError("skipped: trl is not importable here (stage its wheel: make gpu-wheels, then --wheels)")
     from wmrl.adapters.train import run_training
     from wmrl.adapters.train_config import load_config
-    record["summary"] = run_training(load_config(args.config, overrides))
+    record["summary"] = run_training(degrade(load_config(args.config, overrides), record))
     metrics = json.loads((out_dir / "metrics.json").read_text())
     record["step_times_s"] = [h["step_time"] for h in metrics["log_history"] if "step_time" in h]
     record["logged"] = [{k: v for k, v in h.items() if k.startswith(("sampling/", "rewards/", "wmrl/anchor_weight"))}
@@ -307,6 +383,7 @@ def launch(args: argparse.Namespace, phase: str, argv: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    prepare_environment(args)
     if args.phase:
         return run_phase(args)
     summary = plan_summary(args)
@@ -327,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     report["measured_vs_plan"] = {p: {"plan_peak_gib": summary["plan_gib"].get(p, {}).get("peak_gib"),
                                       "device_peak_gib": r.get("device_peak_gib"),
                                       "torch_peak_reserved_gib": r.get("torch_peak_reserved_gib")}
-                                  for p, r in report["phases"].items() if p != "build"}
+                                  for p, r in report["phases"].items() if p not in ("build", "versions")}
     report["device"], report["versions"] = _device(), _versions()
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps({k: report[k] for k in ("total_s", "failed", "measured_vs_plan")}, default=str))
