@@ -35,7 +35,7 @@ class ServerDied(RuntimeError):
     "The warm server went away (or stopped answering) while a job was in flight."
 
 class Contested(RuntimeError):
-    "A job was killed by the server's shared memory cap while other jobs ran: whose fault it was is unknown."
+    "A job failed while a cap the server's jobs share (memory, or its process count) fired beside it: whose fault is unknown."
 
 CGROUP_ROOT = "/wmrl-cgroup"  # where the server sees its cgroup folders inside bwrap (hidden from every job)
 
@@ -168,7 +168,8 @@ def _request(server: ForkServer, job_id: str, code: str, limits: SandboxLimits) 
     cwd = "/workdir" if server.isolate else f"{server.inside}/{job_id}-work"
     env = {} if server.isolate else {"SUBMISSION_PATH": f"{cwd}/submission.csv", "TMPDIR": cwd, "HOME": cwd}
     return {"id": job_id, "code": code, "cwd": cwd, "env": env, "isolate": server.isolate,
-            "rlimits": _rlimits(limits), "wall_s": limits.wall_s, "cpu_budget": limits.cpu_limit_s, "nproc": limits.nproc, "max_output": limits.max_output_mb << 20,
+            "rlimits": _rlimits(limits), "wall_s": limits.wall_s, "cpu_budget": limits.cpu_limit_s, "nproc": limits.nproc,
+            "max_output": limits.max_output_mb << 20,
             "tail": limits.output_kb << 10, "cap": submission_cap(server.public, limits),
             "disk_kb": limits.disk_mb << 10, "inodes": 100000}
 
@@ -319,7 +320,8 @@ def _run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawR
                 raw.overhead_cpu_s += startup
                 raw.notes.append(f"charged the warm server's start: {startup:.2f} CPU-s")
     raw.backend = self.label
-    raw.notes.append("own user/pid/mount/net namespaces and tmpfs; caps: the job's rlimits, the server's cgroup")
+    raw.notes.append("own user/pid/mount/net namespaces, /proc and tmpfs; caps: its rlimits, its own cgroups "
+                     "(processes, CPU share and budget), the server's memory cap")
     return raw
 
 WarmBackend.run = _run
