@@ -25,8 +25,10 @@ EXPECTED = {  # file -> (distributed type, processes, mixed precision, ZeRO stag
     "multi_gpu.yaml": (DistributedType.MULTI_GPU, 8, "bf16", None, "multi_gpu"),
     "zero2.yaml": (DistributedType.DEEPSPEED, 8, "bf16", 2, "deepspeed"),
     "zero3.yaml": (DistributedType.DEEPSPEED, 8, "bf16", 3, "deepspeed"),
+    "zero3_2nodes.yaml": (DistributedType.DEEPSPEED, 16, "bf16", 3, "deepspeed"),  # 2 machines x 8 (issue 25)
     "cpu_2proc.yaml": (DistributedType.MULTI_GPU, 2, "no", None, "multi_gpu"),  # torchrun launcher, CPU processes
 }
+MACHINES = {"zero3_2nodes.yaml": 2}
 
 
 def launch_args(name: str):
@@ -45,7 +47,7 @@ def test_config_loads_with_accelerates_loader(name):
     kind, processes, precision, stage, launcher = EXPECTED[name]
     config = load_config_from_file(str(CONFIGS / name))
     assert config.distributed_type == kind
-    assert config.num_processes == processes and config.num_machines == 1
+    assert config.num_processes == processes and config.num_machines == MACHINES.get(name, 1)
     assert config.mixed_precision == precision
     assert config.use_cpu == (name == "cpu_2proc.yaml")
     if stage is None:
@@ -160,3 +162,12 @@ def test_readme_trl_vllm_serve_flags_exist():
     assert len(flags) >= 5
     for flag in flags:
         assert flag in help_text, f"trl vllm-serve has no {flag}"
+
+
+def test_two_nodes_is_zero3_across_machines():
+    "The multi-node file (issue 25: there was none) differs from zero3.yaml only in where the processes run."
+    import yaml
+    one, two = (yaml.safe_load((CONFIGS / name).read_text()) for name in ("zero3.yaml", "zero3_2nodes.yaml"))
+    assert {k for k in one.keys() | two.keys() if one.get(k) != two.get(k)} == {
+        "num_machines", "num_processes", "main_process_ip", "main_process_port"}
+    assert two["num_processes"] == two["num_machines"] * one["num_processes"]
