@@ -303,3 +303,34 @@ def run_step_with_categories(corrector, step, true, predicted, categories):
     anchor_rows = np.repeat(corrector.plan(KEYS, step), GROUP)
     result = corrector.correct(GROUP_IDS, predicted, np.where(anchor_rows, true, np.nan), categories=categories)
     return result, anchor_rows
+
+
+def test_raw_ties_keep_the_order_that_bernoulli_calibration_flattens():
+    """Issue 27: with success bits as anchors the isotonic map is flat runs, so a world-model group the model had
+    ranked lands on one run and gets zero advantages. `ties="raw"` tilts each run by the raw score: the same groups
+    keep the model's order (nonzero, correctly signed advantages); the published rule stays the default; the count of
+    flattened groups is logged either way (the known answer: every ranked group on one run under "flat", none under
+    "raw")."""
+    assert CorrectionConfig().ties == "flat"
+    rng = np.random.default_rng(0)
+    keys = list(range(16))
+    group_ids = np.repeat(np.arange(16), 4)
+    logged = {}
+    for ties in ("flat", "raw"):
+        corrector = WMRLCorrector(CorrectionConfig(method="wmrl", anchor_fraction=0.5, min_pairs=8, refit_every=8,
+                                                   warmup=1, seed=3, ties=ties))
+        for step in range(6):
+            flags = corrector.plan(keys, step)
+            predicted = np.clip(rng.uniform(0.0, 0.45, size=64) + 0.5 * (group_ids % 2), 0, 1)  # odd groups succeed
+            real = np.where(flags[group_ids], (predicted > 0.5).astype(float), np.nan)  # Bernoulli anchors
+            result = corrector.correct(group_ids, predicted, real)
+        world = ~flags[group_ids] & result.mask
+        logged[ties] = (result.stats["n_flattened_groups"], result.advantages[world], predicted[world],
+                        group_ids[world])
+    flat_count, flat_advantages, _, _ = logged["flat"]
+    raw_count, raw_advantages, raw_predicted, raw_groups = logged["raw"]
+    assert flat_count > 0 and np.allclose(flat_advantages, 0.0)
+    assert raw_count == 0 and np.abs(raw_advantages).min() > 0
+    for group in np.unique(raw_groups):  # the advantages follow the world model's own ranking inside each group
+        members = raw_groups == group
+        assert np.all(np.diff(raw_advantages[members][np.argsort(raw_predicted[members])]) > 0)

@@ -71,9 +71,15 @@ def test_fit_equals_teaching_pav_on_pooled_points(data):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.floats(-5, 5), min_size=1, max_size=7), st.data())
 def test_teaching_pav_equals_exhaustive_least_squares(y, data):
+    """Compared on the objective: where two block splits tie to rounding (y near 1e-7, a case hypothesis found), the
+    brute force's exact comparisons may keep either, and their fitted values differ by ~1e-8 at the same SSE."""
     y = np.array(y)
     w = np.array(data.draw(st.lists(st.floats(0.1, 5.0), min_size=len(y), max_size=len(y))))
-    np.testing.assert_allclose(pav_reference(y, w), exhaustive_isotonic(y, w), atol=1e-9)
+    fit, best = pav_reference(y, w), exhaustive_isotonic(y, w)
+    assert np.all(np.diff(fit) >= -1e-12)  # feasible
+    sse = lambda f: float(np.sum(w * (y - f) ** 2))
+    assert sse(fit) <= sse(best) + 1e-12 * (1.0 + sse(best))  # and optimal
+    np.testing.assert_allclose(fit, best, atol=1e-6)
 
 
 @settings(max_examples=100, deadline=None)

@@ -21,7 +21,7 @@ from .debias import OnlineDebiaser
 from .denoise import AnchorWeighter, ExponentialAverage, InverseVarianceFusion
 from .methods import METHOD_SPECS, validate_config
 from .ppi import PowerTuner, combine_rectified
-from .rows import disagreement_per_group, read_categories, read_scores, within_group_residual
+from .rows import disagreement_per_group, flattened_groups, read_categories, read_scores, within_group_residual
 
 # %% auto #0
 __all__ = ['CorrectionConfig', 'CorrectionResult', 'WMRLCorrector']
@@ -54,6 +54,7 @@ class CorrectionConfig:
     weight_scale: str = "bias_corrected"  # where the anchor weight's c comes from: bias_corrected, official, paper
     s2_cap: float | None = 4.0  # cap on a group's s² before the anchor weight's EMA (None: the release, uncapped)
     min_distinct: int = 2  # distinct predictions the debiaser needs before it fits (1: the pre-fix rule)
+    ties: str = "flat"  # calibration's flat runs as fitted (the release), or "raw": tilted by the raw score (issue 27)
     adaptive_rho_max: float = 0.5  # wmrl_adaptive: cap on rho_t
     adaptive_s2_ref: float = 0.5  # wmrl_adaptive: out-of-sample s² at which rho_t = anchor_fraction
     adaptive_budget: int | None = None  # wmrl_adaptive: anchor groups over the whole run (None: no budget)
@@ -194,19 +195,19 @@ WMRLCorrector._match_plan = _match_plan
 # %% ../../nbs/150_correction.ipynb #f4f012b7
 def _learn_from_anchors(self: WMRLCorrector, predicted, real, plan_position, anchor_rows, labels) -> dict:
     """Push anchor pairs, calibrate every prediction, feed per-group disagreement to the denoiser (in plan order).
-
     s² is measured out of sample by default: with the map as it stood *before* this step's pairs were pushed (and
     the map refitted on them), so a pair never calibrates itself. `s2_rule="in_sample"` is the release's order
     (after the push), which biases s² low, and to 0 when the map is refitted on every group's pairs."""
     complete = anchor_rows & ~np.isnan(predicted) & ~np.isnan(real)
     rows = np.flatnonzero(complete)
     rows = rows[np.argsort(plan_position[rows], kind="stable")]  # grouped, in the order the groups were planned
-    before = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels)  # map before the pairs
+    ties = getattr(self.config, "ties", "flat")  # a config from before the option lacks it
+    before = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels, ties)  # map before the pairs
     refitted = False
     if self.debiaser is not None and len(rows):
         pair_labels = None if labels is None else [labels[i] for i in rows]
         refitted = self.debiaser.push(predicted[rows], real[rows], pair_labels)
-    calibrated = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels)
+    calibrated = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels, ties)
     measured = before if self.config.s2_rule == "out_of_sample" else calibrated
     disagreements, out_of_sample = [], []
     if len(rows):
@@ -285,6 +286,7 @@ def _stats(self: WMRLCorrector, step, predicted, real, codes, keys, anchor_rows,
         "n_rows": float(len(codes)), "n_anchor_rows": float(anchor_rows.sum()), "n_new_pairs": float(complete.sum()),
         "n_contributing_rows": float(advantage.mask.sum()), "n_skipped_groups": float(advantage.n_skipped_groups),
         "n_degenerate_groups": float(advantage.n_degenerate_groups),
+        "n_flattened_groups": float(flattened_groups(predicted, learned["calibrated"], codes, ~anchor_rows)),
         "n_pairs": float(debiaser.n_pairs) if debiaser else 0.0, "n_fits": float(debiaser.n_fits) if debiaser else 0.0,
         "calibrated": float(bool(debiaser and debiaser.calibrated)), "refitted": float(learned["refitted"]),
         "bias_before": within_group_residual(np.where(complete, predicted, np.nan), real, codes),

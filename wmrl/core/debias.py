@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isotonic import IsotonicMap, as_score_range, check_pairs, fit_checked_pairs, isotonic_fit
+from .isotonic import IsotonicMap, as_score_range, check_pairs, fit_checked_pairs, isotonic_fit, keep_order
 
 # %% auto #0
 __all__ = ['blend_maps', 'PairWindow', 'OnlineDebiaser']
@@ -184,22 +184,23 @@ OnlineDebiaser.push = _push
 OnlineDebiaser.refit = _refit
 
 # %% ../../nbs/130_debias.ipynb #7d7e3811
-def _apply(self: OnlineDebiaser, scores, categories=None) -> np.ndarray:
-    "Calibrated scores, same shape as `scores`; NaN stays NaN."
+def _apply(self: OnlineDebiaser, scores, categories=None, ties: str = "flat") -> np.ndarray:
+    "Calibrated scores, same shape as `scores`; NaN stays NaN. `ties=\"raw\"`: flat runs tilted by the raw score."
     values = np.asarray(scores, dtype=float)
     flat = values.reshape(-1)
     _check_scores(flat, self.score_range)
+    use = keep_order if ties == "raw" else IsotonicMap.__call__  # (map, scores) -> values
     if not self._category_maps:  # one map for every row: the labels are only counted
         _check_label_count(categories, len(flat))
         if self._global is None:
             return np.clip(values, *self.score_range)
-        return self._global(flat).reshape(values.shape)
+        return use(self._global, flat).reshape(values.shape)
     codes = _category_codes(categories, len(flat), list(self._category_maps))
     out = np.empty_like(flat)
     for code, category_map in enumerate([self._global, *self._category_maps.values()], start=-1):
         members = codes == code  # code -1: unknown or missing category → the global map
         if members.any():
-            out[members] = category_map(flat[members])
+            out[members] = use(category_map, flat[members])
     return out.reshape(values.shape)
 
 OnlineDebiaser.apply = _apply

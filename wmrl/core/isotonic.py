@@ -13,7 +13,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 # %% auto #0
-__all__ = ['pav_reference', 'as_score_range', 'IsotonicMap', 'check_pairs', 'fit_checked_pairs', 'isotonic_fit',
+__all__ = ['pav_reference', 'as_score_range', 'IsotonicMap', 'keep_order', 'check_pairs', 'fit_checked_pairs', 'isotonic_fit',
            'bucketed_isotonic_fit']
 
 # %% ../../nbs/125_isotonic.ipynb #51f41fa6
@@ -117,6 +117,28 @@ class IsotonicMap:
 
     def __repr__(self):
         return f"IsotonicMap({len(self.knots_x)} knots, score_range={self.score_range})"
+
+# %% ../../nbs/125_isotonic.ipynb #04f9140c
+def keep_order(calibration: IsotonicMap, scores) -> np.ndarray:
+    "The map's values with every flat run tilted by the raw score: ties broken, order across levels unchanged."
+    low, high = calibration.score_range
+    x, y = calibration.knots_x, np.clip(calibration.knots_y, low, high)
+    if x[0] > low:  # the flat tails outside the knots are runs too
+        x, y = np.r_[low, x], np.r_[y[0], y]
+    if x[-1] < high:
+        x, y = np.r_[x, high], np.r_[y, y[-1]]
+    levels = np.unique(y)
+    edges = np.r_[low, levels, high]
+    below, above = dict(zip(levels, levels - edges[:-2])), dict(zip(levels, edges[2:] - levels))
+    tilted, start = y.copy(), 0
+    for end in range(1, len(y) + 1):
+        if end == len(y) or y[end] != y[start]:  # knots start..end-1 share one level
+            if end - 1 > start:
+                v, share = y[start], (x[start:end] - x[start]) / (x[end - 1] - x[start])
+                tilted[start:end] = v - below[v] / 4 + share * (below[v] + above[v]) / 4
+            start = end
+    mapped = _interpolate_monotone(np.asarray(scores, dtype=float), x, tilted)
+    return np.clip(mapped, low, high, out=mapped)
 
 # %% ../../nbs/125_isotonic.ipynb #6e79bc12
 def check_pairs(x, y, weights, score_range, tolerance: float = 1e-9):

@@ -14,7 +14,7 @@ from .advantages import SCALES
 from .denoise import WEIGHT_SCALES
 
 # %% auto #0
-__all__ = ['METHOD_SPECS', 'S2_RULES', 'METHODS', 'DENOISERS', 'MethodSpec', 'validate_config']
+__all__ = ['METHOD_SPECS', 'S2_RULES', 'TIES', 'METHODS', 'DENOISERS', 'MethodSpec', 'validate_config']
 
 # %% ../../nbs/145_methods.ipynb #0bfd4deb
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ METHOD_SPECS = {
     "wmrl_ppi": MethodSpec("anchors", debias=True, denoise=False, train_world_model_rows=True, rectify=True),  # beyond
 }
 S2_RULES = ("out_of_sample", "in_sample")
+TIES = ("flat", "raw")  # calibration's flat runs as fitted (the release), or tilted by the raw score (`keep_order`)
 METHODS = tuple(METHOD_SPECS)
 DENOISERS = ("anchor_weight", "fusion")
 
@@ -47,7 +48,8 @@ def _check_choices(config) -> None:
     "The named options (method, rules, scales) and the adaptive knobs: a typo fails at start-up, not at step 1,000."
     if config.method not in METHODS:
         raise ValueError(f"unknown method {config.method!r}; expected one of {METHODS}")
-    for name, value, allowed in (("s2_rule", config.s2_rule, S2_RULES), ("weight_scale", config.weight_scale, WEIGHT_SCALES)):
+    for name, value, allowed in (("s2_rule", config.s2_rule, S2_RULES), ("weight_scale", config.weight_scale, WEIGHT_SCALES),
+                                 ("ties", getattr(config, "ties", "flat"), TIES)):
         if value not in allowed:
             raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
     if config.min_distinct < 1 or not 0.0 < config.adaptive_rho_max <= 1.0 or not config.adaptive_s2_ref > 0:

@@ -14,7 +14,7 @@ import numpy as np
 from .advantages import as_reward_array
 
 # %% auto #0
-__all__ = ['within_group_residual', 'read_scores', 'read_categories', 'disagreement_per_group']
+__all__ = ['within_group_residual', 'flattened_groups', 'read_scores', 'read_categories', 'disagreement_per_group']
 
 # %% ../../nbs/146_rows.ipynb #30b1eed5
 def within_group_residual(predicted: np.ndarray,  # (N,) predictions, NaN = none
@@ -32,6 +32,20 @@ def within_group_residual(predicted: np.ndarray,  # (N,) predictions, NaN = none
     group_mean = np.bincount(codes, weights=difference, minlength=n_groups) / np.maximum(counts, 1)
     residual = (difference - group_mean[codes])[usable]
     return float(np.mean(residual**2))
+
+# %% ../../nbs/146_rows.ipynb #2dc53e72
+def flattened_groups(raw: np.ndarray,  # (N,) world-model predictions, NaN = none
+                     calibrated: np.ndarray,  # (N,) the same rows after calibration
+                     codes: np.ndarray,  # (N,) integer group codes
+                     rows: np.ndarray,  # (N,) bool: the rows to look at (the world-model rows)
+                     ) -> int:
+    "Groups the world model ranked (>= 2 distinct predictions) whose calibrated values are all equal."
+    keep = rows & ~np.isnan(raw) & ~np.isnan(calibrated)
+    flattened = 0
+    for code in np.unique(codes[keep]):
+        members = keep & (codes == code)
+        flattened += int(np.unique(raw[members]).size >= 2 and np.ptp(calibrated[members]) == 0)
+    return flattened
 
 # %% ../../nbs/146_rows.ipynb #3d5e62ac
 def read_scores(values, name: str, n_rows: int, score_range: tuple[float, float]) -> np.ndarray:
