@@ -125,3 +125,30 @@ def test_autocast_copies_of_fp32_weights_are_counted_in_the_gradient_pass():
     assert training_memory(config, arch, 1)["autocast"] == pytest.approx(parameter_count(arch) * 2 / GIB)
     bf16 = {**config, "trl": {**config["trl"], "model_init_kwargs": {"dtype": "bfloat16"}}}
     assert training_memory(bf16, arch, 1)["autocast"] == 0  # nothing to cast
+
+
+def test_a_qwen35_vision_language_checkpoint_loads_text_only_for_training(tmp_path):
+    """Fault 7, the trainer's side: the Qwen3.5 checkpoints are vision-language models. TRL loads the policy through
+    AutoModelForCausalLM, which maps `qwen3_5` to the text-only Qwen3_5ForCausalLM: a random tiny checkpoint of the
+    real vision-language class (hybrid layers, tied embedding) loads with no missing or unexpected key, no vision
+    parameter, and the same logits as the full model on text. (vLLM's side, which would profile the vision tower, needs
+    a GPU and is not checked here.)"""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    text = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4, tie_word_embeddings=True,
+                layer_types=["linear_attention"] * 3 + ["full_attention"])
+    vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    torch.manual_seed(0)
+    full = Qwen3_5ForConditionalGeneration(Qwen3_5Config(text_config=text, vision_config=vision,
+                                                         tie_word_embeddings=True)).eval()
+    full.save_pretrained(tmp_path)
+    policy, info = AutoModelForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert type(policy).__name__ == "Qwen3_5ForCausalLM"
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert not any("visual" in name for name, _ in policy.named_parameters())
+    ids = torch.randint(0, 512, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(policy(input_ids=ids).logits, full(input_ids=ids).logits)
