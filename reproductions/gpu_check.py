@@ -207,14 +207,8 @@ def plan_summary(args: argparse.Namespace) -> dict:
 # --- the phases (each runs in its own process: `gpu_check.py --phase NAME ...`) --------------------------------
 def phase_versions(args: argparse.Namespace, record: dict) -> None:
     "What the image has: each package's version and whether it imports here, the device, the interpreter."
-    from importlib.metadata import PackageNotFoundError, version
-    packages = {}
-    for package, module in MODULES.items():
-        try:
-            found = version(package)
-        except PackageNotFoundError:
-            found = None
-        packages[package] = {"version": found, "importable": available(module)}
+    packages = {package: {"version": found, "importable": available(MODULES[package])}
+                for package, found in _versions().items()}
     record.update(python=sys.version.split()[0], packages=packages, device=_device(),
                   missing=[p for p, v in packages.items() if not v["importable"]])
 
@@ -422,7 +416,7 @@ def _device() -> dict:
 def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
     found = {}
-    for package in ("torch", "vllm", "trl", "transformers", "flash-linear-attention", "bitsandbytes"):
+    for package in MODULES:
         try:
             found[package] = version(package)
         except PackageNotFoundError:

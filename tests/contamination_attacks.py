@@ -1,9 +1,12 @@
 """Attack programs for the contamination suite (tests/test_contamination.py) and the load run
-(reproductions/bench/load_warm.py). Each is what an RL-trained policy could discover against a warm server:
+(reproductions/bench/load_warm.py), and the two helpers every sandbox check shares: `same_record` and
+`docker_backend`. Each is what an RL-trained policy could discover against a warm server:
 read what it must not, change a neighbour's reward, or escape its own failure. `{TASK}` (the task folder)
 and `{PLANTED}` (a host folder holding a submission.csv) are host paths the attacker is assumed to know.
 """
 from __future__ import annotations
+
+import math
 
 # the host path of the task folder: an attacker can learn it (e.g. from /proc/self/mountinfo); here it is given
 _HOST = "def host_task():\n    return '{TASK}'\n"
@@ -288,3 +291,20 @@ BESIDE = {"kill_a_running_sibling", "overwrite_sibling_submission", "hardlink_si
 def fill(code: str, task: str, planted: str) -> str:
     "The attack with the host paths it is assumed to know: the task folder, and a host folder holding a submission."
     return code.replace("{TASK}", task).replace("{PLANTED}", planted)
+
+
+def same_record(record, reference) -> bool:
+    "The same outcome as the reference (status, reward, graded score, to 1e-12) and the job's own (no infra error)."
+    close = lambda a, b: (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=0, abs_tol=1e-12)
+    return (record.status == reference.status and close(record.reward, reference.reward)
+            and close(record.raw_score, reference.raw_score) and not record.infra_error)
+
+
+def docker_backend(what: str):
+    "A DockerBackend on the engine of DOCKER_HOST, or a loud skip naming `what` (CI starts one: `.ci/docker-up.sh`)."
+    import pytest
+    try:
+        from wmrl.execution.docker_backend import DockerBackend
+        return DockerBackend()
+    except Exception as err:  # no SDK or no daemon
+        pytest.skip(f"{what} NOT RUN: no Docker engine here ({type(err).__name__}; `.ci/docker-up.sh` starts one)")

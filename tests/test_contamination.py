@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from contamination_attacks import ATTACKS, BESIDE, fill
+from contamination_attacks import ATTACKS, BESIDE, fill, same_record
 
 from wmrl.execution.backends import bwrap_works
 from wmrl.execution.limits import SandboxLimits
@@ -102,12 +102,6 @@ def warm():
     backend = WarmBackend(base="bwrap", max_servers=2)
     yield backend
     backend.close()
-
-
-def same_record(record, reference) -> bool:
-    close = lambda a, b: (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=0, abs_tol=1e-12)
-    return (record.status == reference.status and close(record.reward, reference.reward)
-            and close(record.raw_score, reference.raw_score) and not record.infra_error)
 
 
 def secrets(task) -> list[str]:

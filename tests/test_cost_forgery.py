@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 
 import pytest
+from contamination_attacks import docker_backend
 
 from wmrl.execution import backends
 from wmrl.execution.backends import BwrapBackend, SubprocessBackend, bwrap_works
@@ -64,20 +65,13 @@ def test_bwrap_without_cgroups_reads_the_cost_from_its_own_pid_1(no_cgroup, forg
     assert math.isfinite(record.cpu_s) and record.cpu_s >= 1.2, record.cpu_s
 
 
-def docker_backend():
-    try:
-        from wmrl.execution.docker_backend import DockerBackend
-        return DockerBackend()
-    except Exception as err:  # no SDK or no daemon
-        pytest.skip(f"DOCKER COST TEST NOT RUN: no Docker engine here ({type(err).__name__}; `.ci/docker-up.sh` starts one)")
-
 
 @pytest.mark.docker
 @pytest.mark.parametrize("forge", sorted(FORGE))
 def test_docker_reads_the_cost_from_the_kernel_not_the_job(forge):
     """On Docker the cost came from the report alone: forged to 0.001 CPU-s on a real engine. Started under a cgroup
     parent of the backend's own, the container's CPU is read from the kernel's counters after it exits."""
-    backend = docker_backend()
+    backend = docker_backend("DOCKER COST TEST")
     if not getattr(backend, "cost_here", True):  # (the attribute is new: on older code the assertions below decide)
         pytest.skip("DOCKER COST TEST NOT RUN: the engine's cgroups are not readable here (needs root, cgroup v1, cgroupfs)")
     record = run(backend, forge)

@@ -12,6 +12,7 @@ Docker runs the same in CI (a private engine, `.ci/docker-up.sh`); here it skips
 from __future__ import annotations
 
 import pytest
+from contamination_attacks import docker_backend
 
 from wmrl.execution.backends import bwrap_works
 from wmrl.execution.limits import SandboxLimits
@@ -84,13 +85,6 @@ pd.DataFrame({"id": test["id"], target: model.predict_proba(test[features])[:, 1
 '''
 
 
-def docker_backend():
-    try:
-        from wmrl.execution.docker_backend import DockerBackend
-        return DockerBackend()
-    except Exception as err:  # no SDK or no daemon
-        pytest.skip(f"DOCKER LOOKUP TEST NOT RUN: no Docker engine here ({type(err).__name__})")
-
 
 @pytest.fixture(scope="module")
 def breast_cancer(tmp_path_factory):
@@ -101,7 +95,7 @@ def breast_cancer(tmp_path_factory):
 @pytest.fixture(scope="module", params=["bwrap", "warm", "docker"])
 def backend(request):
     if request.param == "docker":
-        yield docker_backend()
+        yield docker_backend("DOCKER LOOKUP TEST")
         return
     if not bwrap_works():
         pytest.skip("bwrap cannot create namespaces here (CI runs it)")

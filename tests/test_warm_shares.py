@@ -10,11 +10,10 @@ Each test below fails on commit 355c8a2 (`git archive 355c8a2 wmrl | tar -x -C /
 pytest tests/test_warm_shares.py`): the clean records become runtime errors or timeouts, the budget is not kept."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-from contamination_attacks import ATTACKS, SPAWNING_PREFIX
+from contamination_attacks import ATTACKS, SPAWNING_PREFIX, same_record
 
 from wmrl.execution.backends import bwrap_works
 from wmrl.execution.limits import SandboxLimits
@@ -50,11 +49,6 @@ def cold(task):
     return record
 
 
-def same(record, reference) -> bool:
-    return (record.status == reference.status and math.isclose(record.reward, reference.reward, abs_tol=1e-12)
-            and not record.infra_error)
-
-
 def test_a_neighbour_holding_its_process_cap_cannot_fail_a_clean_job(task, cold):
     "Breach 4: before, the holder took the server's shared cap and the clean job's threads failed (0.1, not 0.9)."
     backend = WarmBackend(base="bwrap", max_servers=1)
@@ -62,7 +56,7 @@ def test_a_neighbour_holding_its_process_cap_cannot_fail_a_clean_job(task, cold)
         with ExecutionPool(backend, max_workers=2) as pool:
             holder, clean = pool.map([(task, ATTACKS["hold_the_process_cap"], LIMITS), (task, SPAWNING, LIMITS)],
                                      progress=False)
-        assert same(clean, cold), (clean.status, clean.message, cold.status)
+        assert same_record(clean, cold), (clean.status, clean.message, cold.status)
         held = int(holder.stdout_tail.split("HELD")[1].split()[0])
         assert 40 <= held <= LIMITS.nproc, holder.stdout_tail  # the holder got its own share, and no more
     finally:
@@ -78,7 +72,7 @@ def test_three_honest_copies_with_three_workers_do_not_break_one_another(task):
     try:
         with ExecutionPool(backend, max_workers=3) as pool:
             records = pool.map([(task, POOLED, LIMITS)] * 3, progress=False)
-        assert all(same(r, reference) for r in records), [(r.status, r.message) for r in records]
+        assert all(same_record(r, reference) for r in records), [(r.status, r.message) for r in records]
         assert backend.reruns == 0  # none needed a rerun: no shared cap fired
     finally:
         backend.close()
@@ -96,7 +90,7 @@ def test_a_cpu_starver_cannot_time_out_a_clean_job(task, cold):
         with ExecutionPool(backend, max_workers=2) as pool:
             starver, clean = pool.map([(task, ATTACKS["cpu_starver_setsid"], starver_limits), (task, SPAWNING, LIMITS)],
                                       progress=False)
-        assert same(clean, cold), (clean.status, clean.message)
+        assert same_record(clean, cold), (clean.status, clean.message)
         assert starver.status == "timeout" and starver.cpu_s < 8 + 3, (starver.status, starver.cpu_s, starver.message)
     finally:
         backend.close()

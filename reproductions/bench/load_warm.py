@@ -43,11 +43,6 @@ def attacks():
     return module
 
 
-def same(a, b) -> bool:
-    close = lambda x, y: (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=0, abs_tol=1e-12)
-    return a.status == b.status and close(a.reward, b.reward) and close(a.raw_score, b.raw_score) and not a.infra_error
-
-
 def load_run(n_jobs: int = 200, workers: int = 2, seed: int = 0, hostile_share: float = 0.4, progress: bool = True) -> dict:
     module = attacks()
     folder = Path(tempfile.mkdtemp(prefix="wmrl-load-"))
@@ -81,7 +76,7 @@ def load_run(n_jobs: int = 200, workers: int = 2, seed: int = 0, hostile_share: 
         reruns = backend.reruns
         backend.close()
         wrong = [{"job": i, "solution": name, "warm": [r.status, r.reward], "cold": [cold[name].status, cold[name].reward]}
-                 for i, ((kind, name), r) in enumerate(zip(plan, records)) if kind == "honest" and not same(r, cold[name])]
+                 for i, ((kind, name), r) in enumerate(zip(plan, records)) if kind == "honest" and not module.same_record(r, cold[name])]
         hostile_bad = [{"job": i, "attack": name, "status": r.status, "infra": r.infra_error, "message": r.message[:200]}
                        for i, ((kind, name), r) in enumerate(zip(plan, records))
                        if kind == "hostile" and (r.infra_error or math.isnan(r.reward))]

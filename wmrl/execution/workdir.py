@@ -122,7 +122,8 @@ def _raise_caps(self, nproc: int, memory_mb: int) -> None:
     """Raise, never lower, the group's process and memory caps: a warm server's share grows with the jobs it runs
     at once, so a pool with more workers than the server was sized for cannot make its jobs starve one another."""
     pids = self.paths["pids"] / "pids.max"
-    if pids.read_text().strip() != "max" and int(pids.read_text()) < nproc:
+    current = pids.read_text().strip()
+    if current != "max" and int(current) < nproc:
         pids.write_text(str(nproc))
     mem = self.paths["memory"]
     for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"):  # memsw first: it may never be below
