@@ -139,7 +139,7 @@ def resolved_config(params: dict, resolver: str | None = None) -> dict:
 # %% ../../nbs/440_runner.ipynb #d94de982
 def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False, resolver: str | None = None) -> dict:
     "Run the papermill template for one spec into out_dir/spec.name (skipped if finished)."
-    import papermill
+    from wmrl.core.settings import run_notebook
     run_dir = Path(out_dir).resolve() / spec.name  # absolute: the notebook runs with cwd=run_dir
     status = run_status(run_dir, spec.params)
     if status == "finished":
@@ -150,9 +150,8 @@ def execute_run(spec: RunSpec, out_dir, template=None, log_output: bool = False,
                                                     indent=1, default=str))
     template = Path(template) if template else repo_root() / "reproductions" / "autoresearch.ipynb"
     start = time.perf_counter()
-    papermill.execute_notebook(str(template), str(run_dir / template.name),
-                               parameters={**spec.params, "out_dir": str(run_dir), "progress": False},
-                               progress_bar=False, log_output=log_output, cwd=str(run_dir))
+    run_notebook(template, run_dir / template.name, parameters={**spec.params, "out_dir": str(run_dir), "progress": False},
+                 progress_bar=False, log_output=log_output, cwd=run_dir)
     if not (run_dir / "metrics.json").is_file():
         raise RuntimeError(f"{template} ran but wrote no metrics.json in {run_dir}")
     return {"name": spec.name, "status": "resumed" if status == "partial" else "ran",
@@ -220,8 +219,9 @@ def build_grid_tasks(grid: dict, progress: bool = True) -> None:
 # %% ../../nbs/440_runner.ipynb #be25aeb2
 def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     "Run every RunSpec of the grid into out_dir, then the summary notebook; returns a report."
-    import papermill
     from tqdm.auto import tqdm
+
+    from wmrl.core.settings import run_notebook
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = sorted(expand_grid(grid), key=lambda spec: spec.params["seed"])  # seed-major: a cut-short grid keeps whole pairs
@@ -231,8 +231,8 @@ def run_grid(grid: dict, out_dir, progress: bool = True) -> dict:
     report = run_specs(specs, out_dir, template, grid.get("resolver"), int(grid.get("parallel_runs", 1)), bar.update)
     bar.close()
     summary_template = repo_root() / (grid.get("summary_template") or "reproductions/autoresearch_summary.ipynb")
-    papermill.execute_notebook(str(summary_template), str(out_dir / summary_template.name),
-                               parameters={"runs_dir": str(out_dir)}, progress_bar=False, cwd=str(out_dir))
+    run_notebook(summary_template, out_dir / summary_template.name, parameters={"runs_dir": str(out_dir)},
+                 progress_bar=False, cwd=out_dir)
     return {"runs": report, "summary": str(out_dir / "summary.json"), "report": str(out_dir / "results.md")}
 
 # %% ../../nbs/440_runner.ipynb #71a60153

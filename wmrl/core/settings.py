@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['Settings', 'find_settings_file', 'get_settings', 'did_you_mean', 'read_yaml']
+__all__ = ['Settings', 'find_settings_file', 'get_settings', 'did_you_mean', 'read_yaml', 'run_notebook']
 
 # %% ../../nbs/180_settings.ipynb #34fd6e94
 @dataclass(frozen=True)
@@ -103,3 +103,22 @@ def read_yaml(path) -> object:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ValueError(f"{path}:{where} is not valid YAML ({problem}); fix the syntax there") from None
+
+# %% ../../nbs/180_settings.ipynb #266666ac
+def run_notebook(template, output, parameters: dict | None = None, cwd=None, **papermill_kw):
+    "papermill.execute_notebook with the kernel on Unix sockets in a private folder, so parallel kernels cannot lose their ports."
+    import shutil
+    import tempfile
+
+    import papermill
+    from traitlets.config import Config
+    run = dict(parameters=parameters or {}, cwd=None if cwd is None else str(cwd), **papermill_kw)
+    if os.name == "nt":  # ZMQ has no Unix sockets there: TCP as papermill does
+        return papermill.execute_notebook(str(template), str(output), **run)
+    short = len(tempfile.gettempdir()) < 64 or not os.path.isdir("/tmp")  # a socket path holds at most 107 bytes
+    folder = tempfile.mkdtemp(prefix="wmrl-kernel-", dir=None if short else "/tmp")
+    try:
+        config = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")}})
+        return papermill.execute_notebook(str(template), str(output), config=config, **run)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

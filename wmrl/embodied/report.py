@@ -246,10 +246,10 @@ def run_embodied_grid(grid: dict, out_dir, workers: int = 2, progress: bool = Tr
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    import papermill
     from tqdm.auto import tqdm
 
     from wmrl.autoresearch.runner import expand_grid, repo_root
+    from wmrl.core.settings import run_notebook
     out_dir = Path(out_dir).resolve(); out_dir.mkdir(parents=True, exist_ok=True)
     specs = expand_grid(grid)
     template = str(repo_root() / grid.get("template", "reproductions/embodied.ipynb"))
@@ -262,8 +262,8 @@ def run_embodied_grid(grid: dict, out_dir, workers: int = 2, progress: bool = Tr
         jobs = [pool.submit(_execute, s, str(out_dir), template, grid.get("resolver")) for s in specs]
         report = [job.result() for job in tqdm(jobs, desc=f"runs of {grid.get('name', 'grid')}", disable=not progress)]
     summary_template = repo_root() / grid.get("summary_template", "reproductions/embodied_summary.ipynb")
-    papermill.execute_notebook(str(summary_template), str(out_dir / summary_template.name),
-                               parameters={"runs_dir": str(out_dir)}, progress_bar=False, cwd=str(out_dir))
+    run_notebook(summary_template, out_dir / summary_template.name, parameters={"runs_dir": str(out_dir)},
+                 progress_bar=False, cwd=out_dir)
     return {"runs": report, "prepare_cpu_s": round(sum(prepare_cpu), 1), "summary": str(out_dir / "summary.json"),
             "report": str(out_dir / "results.md")}
 

@@ -149,9 +149,9 @@ def cli_reproduce_bandit(argv: list[str] | None = None) -> int:
         print(json.dumps({"error": f"--out {args.out} is a file; give a folder (it is created if missing)"}), file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    import papermill
-    papermill.execute_notebook(str(template), str(out / "bandit.ipynb"), parameters=dict(size=args.size, out_dir=str(out)),
-                               kernel_name="python3", language="python", progress_bar=False, cwd=str(template.parent))
+    from wmrl.core.settings import run_notebook
+    run_notebook(template, out / "bandit.ipynb", parameters=dict(size=args.size, out_dir=str(out)),
+                 kernel_name="python3", language="python", progress_bar=False, cwd=template.parent)
     metrics = json.loads((out / "metrics.json").read_text())
     print(json.dumps(dict(out=str(out), size=args.size, variants={k: metrics[k]["final_gap_mean"] for k in VARIANTS if k in metrics},
                           floor_vs_B_slope=metrics["floor_vs_B_slope"], noise_vs_gamma_slope=metrics["noise_vs_gamma_slope"])))
