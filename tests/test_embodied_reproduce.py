@@ -37,7 +37,8 @@ def test_quick_embodied_reproduction(tmp_path):
     done = _reproduce(out)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    assert report["cpu_s"] > 0 and set(report["heldout_overall"]) == {"sparse", "dense_raw", "dense_calib", "sparse_scarce"}
+    assert report["cpu_s"] > 0 and set(report["heldout_overall"]) == {"sparse", "dense_raw", "dense_calib", "sparse_scarce",
+                                                                      "sparse_dynamic", "dense_calib_ordered"}
     summary = json.loads((out / "summary.json").read_text())
     arms = summary["arms"]
     for arm, row in arms.items():
@@ -50,20 +51,29 @@ def test_quick_embodied_reproduction(tmp_path):
     assert arms["dense_raw"]["real_labels"]["mean"] == 0
     scarce = arms["sparse_scarce"]["real_labels"]["mean"]
     assert arms["dense_calib"]["real_labels"]["mean"] == scarce == steps * anchors * g
+    assert arms["dense_calib_ordered"]["real_labels"]["mean"] == scarce  # the same anchors, another calibration
+    assert arms["sparse_dynamic"]["real_labels"]["mean"] >= steps * groups * g  # a label for every candidate rollout
     assert arms["sparse"]["wm_cpu_s"]["mean"] == 0 and arms["sparse_scarce"]["wm_cpu_s"]["mean"] == 0
     assert arms["dense_raw"]["wm_cpu_s"]["mean"] > 0 and arms["dense_calib"]["wm_cpu_s"]["mean"] > 0
-    assert set(summary["paired_vs_dense_calib"]) == {"sparse", "dense_raw", "sparse_scarce"}
+    assert set(summary["paired_vs_dense_calib"]) == {"sparse", "dense_raw", "sparse_scarce", "sparse_dynamic", "dense_calib_ordered"}
+    assert all(math.isfinite(c["mde"]) for c in summary["paired_vs_dense_calib"].values())
+    assert set(summary["sft_mixed"]) == {"ID", "OOD"} and "## The regime" in (out / "results.md").read_text()
     assert set(summary["anatomy"]) == {"ID", "OOD"}
     for name in ("results.md", "learning_curves.png", "heldout.png", "progress_reliability.png", "embodied_summary.ipynb"):
         assert (out / name).is_file(), name
     runs = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/metrics.json")}
-    assert len(runs) == 8
+    assert len(runs) == 12
     for seed in (0, 1):  # one SFT checkpoint per seed: the four arms start from the same held-out numbers
         starts = {json.dumps(m["sft_heldout"], sort_keys=True) for m in runs.values() if m["config"]["seed"] == seed}
         assert len(starts) == 1
     assert len({m["world_model"]["fingerprint"] for m in runs.values()}) == 1  # one frozen world model for all
+    for seed in (0, 1):  # step 0: one policy, one draw: every arm trains on the same mixed groups, dynamic on more
+        first = {m["arm"]: m["curve"]["informative_groups"][0] for m in runs.values() if m["config"]["seed"] == seed}
+        assert len({v for arm, v in first.items() if arm != "sparse_dynamic"}) == 1, first
+        assert first["sparse_dynamic"] >= first["sparse"], first
     for name, run in runs.items():  # the correction engages in CI: the debiaser fits and the anchor weight moves
-        if run["arm"] == "dense_calib":
+        assert all(row["n_degenerate_groups"] >= row["n_flattened_groups"] for row in run["stats"]), name
+        if run["arm"] in ("dense_calib", "dense_calib_ordered"):
             assert run["stats"][-1]["calibrated"], f"{name}: Online Debiasing never fitted"
             assert any(s["anchor_weight"] != 1.0 for s in run["stats"]), f"{name}: the anchor weight never moved"
     again = _reproduce(out)

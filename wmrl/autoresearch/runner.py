@@ -30,7 +30,7 @@ __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SUITE_TASK_S', 'SECONDS_PER_EXEC
 
 # %% ../../nbs/440_runner.ipynb #194b8ed5
 GRID_KEYS = {"name", "template", "summary_template", "resolver", "base", "methods", "seeds", "overrides", "tasks",
-             "method_overrides", "size_note", "parallel_runs"}
+             "method_overrides", "variants", "size_note", "parallel_runs"}
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -42,33 +42,43 @@ def _tag(override: dict) -> str:
     return "__".join(f"{k}={v}" for k, v in sorted(override.items())).replace("/", "_").replace(" ", "")
 
 # %% ../../nbs/440_runner.ipynb #58e8975a
+def _arms(grid: dict) -> list[tuple[str, dict]]:
+    """(folder label, knobs with their `method`) of every method of the grid, then of every named variant.
+    `variants: {name: {method: m, knob: value}}` runs a method a second way beside itself (e.g. wmrl with another
+    calibration), in folders of its own name."""
+    from wmrl.core.methods import METHODS
+    methods, variants = grid.get("methods") or [], grid.get("variants") or {}
+    if bad := [m for m in methods if m not in METHODS]:
+        raise ValueError(f"unknown methods {bad}; expected some of {METHODS}")
+    per_method = grid.get("method_overrides") or {}
+    if not isinstance(per_method, dict) or (stray := sorted(set(per_method) - set(methods))):
+        raise ValueError(f"method_overrides must map methods of the grid to knobs; not in methods: {stray if isinstance(per_method, dict) else per_method}")
+    if not isinstance(variants, dict) or any(not isinstance(v, dict) or v.get("method") not in METHODS for v in variants.values()):
+        raise ValueError(f"variants must map a name to knobs with a 'method' of {METHODS}, e.g. {{wmrl_ordered: {{method: wmrl, ties: raw}}}}")
+    if bad := sorted(n for n in variants if n in methods or "__" in str(n) or not str(n).replace("_", "").isalnum()):
+        raise ValueError(f"variant names {bad} must be letters, digits and single underscores, and no method of the grid")
+    return [(m, {**per_method.get(m, {}), "method": m}) for m in methods] + [(str(n), dict(v)) for n, v in variants.items()]
+
 def expand_grid(grid: dict) -> list[RunSpec]:
-    """methods × seeds × overrides -> RunSpecs (folder `method__seedN[__k=v...]`), checked for bad keys.
+    """(methods and variants) × seeds × overrides -> RunSpecs (folder `method__seedN[__k=v...]`), checked for bad keys.
     `method_overrides: {method: {knob: value}}` changes one method's knobs (e.g. dense evaluations for the two
     methods whose learning curves the equal-score comparison reads) without changing its folder name."""
     if not isinstance(grid, dict):
         raise TypeError(f"a grid must be a mapping, got {type(grid).__name__}")
     if unknown := sorted(set(grid) - GRID_KEYS):
         raise ValueError(f"unknown grid keys {unknown}{did_you_mean(unknown, GRID_KEYS)}")
-    methods, seeds = grid.get("methods"), grid.get("seeds")
-    if not methods or not seeds:
-        raise ValueError("a grid needs non-empty 'methods' and 'seeds' lists")
-    from wmrl.core.methods import METHODS
-    if bad := [m for m in methods if m not in METHODS]:
-        raise ValueError(f"unknown methods {bad}; expected some of {METHODS}")
+    seeds = grid.get("seeds")
+    if not (grid.get("methods") or grid.get("variants")) or not seeds:
+        raise ValueError("a grid needs non-empty 'methods' (or 'variants') and 'seeds' lists")
     if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
         raise ValueError(f"seeds must be ints >= 0 (numpy's generators take no negative seed), got {seeds}")
-    overrides = grid.get("overrides") or [{}]
-    per_method = grid.get("method_overrides") or {}
-    if not isinstance(per_method, dict) or (stray := sorted(set(per_method) - set(methods))):
-        raise ValueError(f"method_overrides must map methods of the grid to knobs; not in methods: {stray if isinstance(per_method, dict) else per_method}")
+    arms = _arms(grid)
     specs = []
-    for override in overrides:
-        for method in methods:
+    for override in grid.get("overrides") or [{}]:
+        for label, knobs in arms:
             for seed in seeds:
-                name = f"{method}__seed{seed}" + (f"__{_tag(override)}" if override else "")
-                specs.append(RunSpec(name, {**grid.get("base", {}), **per_method.get(method, {}), **override,
-                                            "method": method, "seed": seed}))
+                name = f"{label}__seed{seed}" + (f"__{_tag(override)}" if override else "")
+                specs.append(RunSpec(name, {**grid.get("base", {}), **knobs, **override, "seed": seed}))
     return specs
 
 # %% ../../nbs/440_runner.ipynb #67af5530

@@ -20,13 +20,14 @@ from .progress import best_threshold, error_anatomy, train_progress_model
 from .sim import HELDOUT_TASKS, TRAIN_TASKS, EnvPool, Rollouts, concat_rollouts, expert_act, rollout
 
 # %% auto #0
-__all__ = ['ARMS', 'ARM_OF_METHOD', 'PAPER_TABLE3', 'WM_KNOBS', 'SFT_KNOBS', 'EmbodiedConfig', 'correction_config',
-           'embodied_config', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of', 'draw_groups',
-           'grpo_step', 'run_embodied']
+__all__ = ['ARMS', 'ARM_OF_METHOD', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_KNOBS', 'SFT_KNOBS', 'EmbodiedConfig', 'correction_config',
+           'arm_of', 'embodied_config', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of',
+           'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
 
 # %% ../../nbs/640_loop.ipynb #2ddac64c
 ARMS = {"sparse": "grpo_real", "dense_raw": "pure_wm", "dense_calib": "wmrl", "sparse_scarce": "anchors_only"}
 ARM_OF_METHOD = {method: arm for arm, method in ARMS.items()}
+ARM_ORDER = ("sparse", "sparse_dynamic", "dense_raw", "dense_calib", "dense_calib_ordered", "sparse_scarce")  # tables
 PAPER_TABLE3 = {  # Table 3 (LIBERO-Long, success %, 8 rollouts per initial state); the arm -> its row
     "sft": {"ID Avg": 37.3, "ID Best@8": 41.3, "ID All@8": 33.1, "OOD Avg": 37.5, "OOD Best@8": 44.7, "OOD All@8": 32.1, "Overall": 37.4},
     "sparse": {"ID Avg": 39.3, "ID Best@8": 48.8, "ID All@8": 34.4, "OOD Avg": 37.8, "OOD Best@8": 45.3, "OOD All@8": 31.2, "Overall": 38.3},
@@ -66,6 +67,8 @@ class EmbodiedConfig:
     per_task_maps: bool = True  # per-task isotonic maps shrunk to the pooled one
     half_life: float = 16.0  # EMA half-life of s², in anchor groups
     warmup: int = 4  # anchor groups before the anchor weight moves
+    ties: str = "flat"  # inside a flat isotonic run: "flat" (published) or "raw" (kept in the world model's order)
+    dynamic_sampling: int = 0  # grpo_real only: extra rounds of M candidate groups to keep M of mixed success (0: off)
     eval_every: int = 0  # held-out evaluation every k steps (0: before and after training only)
     cache_dir: str = ""  # shared world model, SFT checkpoints and step-0 evaluations ("" = out_dir/cache)
 
@@ -91,13 +94,22 @@ def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
     return CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed,
                             min_pairs=config.min_pairs, refit_every=config.refit_every,
                             per_category=config.per_task_maps, half_life=config.half_life, warmup=config.warmup,
-                            s2_cap=None)  # the release's uncapped s², as the committed embodied runs
+                            ties=config.ties, s2_cap=None)  # the release's uncapped s², as the committed embodied runs
+
+def arm_of(config: EmbodiedConfig) -> str:
+    "The run's arm in tables: the official arm of its method, `_dynamic` / `_ordered` for the knobs that make a second one."
+    if config.dynamic_sampling and config.method != "grpo_real":
+        raise ValueError(f"dynamic_sampling filters groups by real success: only grpo_real reads it on every rollout, not {config.method}")
+    if not isinstance(config.dynamic_sampling, int) or config.dynamic_sampling < 0:
+        raise ValueError(f"dynamic_sampling is a number of extra rounds >= 0, got {config.dynamic_sampling!r}")
+    arm = ARM_OF_METHOD.get(config.method, config.method)
+    return arm + ("_dynamic" if config.dynamic_sampling else "") + ("_ordered" if config.ties == "raw" else "")
 
 def embodied_config(params: dict) -> dict:
     "The grid resolver (`resolver: wmrl.embodied.loop:embodied_config`): every knob with defaults filled in."
     params = {k: v for k, v in params.items() if k not in ("out_dir", "progress")}
     config = EmbodiedConfig.from_dict(params)
-    correction_config(config)  # validate now, before a run folder is written
+    correction_config(config), arm_of(config)  # validate now, before a run folder is written
     return config.to_dict()
 
 # %% ../../nbs/640_loop.ipynb #a29d425a
@@ -196,16 +208,41 @@ def draw_groups(config: EmbodiedConfig, step: int) -> tuple[np.ndarray, np.ndarr
     return cells // config.train_inits, cells % config.train_inits
 
 # %% ../../nbs/640_loop.ipynb #f2f8b052
+def _mixed(success: np.ndarray, G: int) -> np.ndarray:
+    s = np.asarray(success).reshape(-1, G)
+    return s.min(axis=1) != s.max(axis=1)
+
+def sample_groups(state: dict, config: EmbodiedConfig, step: int) -> tuple[np.ndarray, np.ndarray, Rollouts, int]:
+    """(task, init, rollouts) of the M groups this step trains on, and the rollouts executed to get them. Round 0 is
+    `draw_groups`' (every arm's); with `dynamic_sampling`, further rounds of unused cells until M groups are mixed,
+    the rest of the M filled by the earliest unmixed groups (zero advantage, as in plain GRPO)."""
+    G, M, n_cells = config.rollouts_per_init, config.groups_per_step, len(config.tasks) * config.train_inits
+    act = lambda r: state["policy"].act(np.random.default_rng([config.seed, step, 5] + [r] * (r > 0)), config.temperature)
+    task, init = draw_groups(config, step)
+    parts = [rollout(state["pool"], np.repeat(task, G), np.repeat(init, G), act(0), config.budget)]
+    spare = np.random.default_rng([config.seed, step, 4]).permutation(np.setdiff1d(np.arange(n_cells), task * config.train_inits + init))
+    for r in range(1, config.dynamic_sampling + 1):
+        if _mixed(np.concatenate([p.success for p in parts]), G).sum() >= M or (r - 1) * M >= len(spare):
+            break
+        cells = spare[(r - 1) * M:r * M]
+        t, i = cells // config.train_inits, cells % config.train_inits
+        parts.append(rollout(state["pool"], np.repeat(t, G), np.repeat(i, G), act(r), config.budget))
+        task, init = np.concatenate([task, t]), np.concatenate([init, i])
+    batch = concat_rollouts(parts) if len(parts) > 1 else parts[0]
+    mixed = _mixed(batch.success, G)
+    keep = np.sort(np.concatenate([np.flatnonzero(mixed)[:M], np.flatnonzero(~mixed)[:max(0, M - mixed.sum())]]))
+    rows = (keep[:, None] * G + np.arange(G)).ravel()
+    return task[keep], init[keep], batch.take(rows), len(batch.task)
+
+# %% ../../nbs/640_loop.ipynb #58ea7216
 def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     "One step of one arm; mutates the policy, optimiser and corrector in `state`; returns the step's log row."
     from wmrl.embodied.policy import grpo_update
     corrector, model, G = state["corrector"], state["model"], config.rollouts_per_init
-    task, init = draw_groups(config, step)
+    task, init, batch, executed = sample_groups(state, config, step)
     keys = [f"{config.tasks[t]}/{i}" for t, i in zip(task, init)]
     is_anchor = corrector.plan(keys, step)
-    rows_task, rows_init = np.repeat(task, G), np.repeat(init, G)
-    batch = rollout(state["pool"], rows_task, rows_init,
-                    state["policy"].act(np.random.default_rng([config.seed, step, 5]), config.temperature), config.budget)
+    rows_task = np.repeat(task, G)
     anchor_rows = np.repeat(is_anchor, G)
     spec = corrector.spec
     wm_rows = spec.train_world_model_rows and spec.executes != "all"
@@ -213,7 +250,9 @@ def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     real = np.where(anchor_rows, batch.success, np.nan)
     result = corrector.correct(np.repeat(keys, G), scored["reward"], real, categories=[config.tasks[t] for t in rows_task])
     update = grpo_update(state["policy"], state["optimiser"], batch, result.weighted_advantages)
-    return {"step": step, "train_success": float(batch.success.mean()), "real_labels": int(anchor_rows.sum()),
+    return {"step": step, "train_success": float(batch.success.mean()),
+            "real_labels": int(anchor_rows.sum()) + executed - len(batch.task),  # dynamic sampling reads every rollout
+            "informative_groups": int(_mixed(batch.success, G).sum()), "candidate_groups": executed // G,
             "sim_cpu_s": batch.sim_cpu_s, "policy_cpu_s": batch.policy_cpu_s, "wm_cpu_s": scored["wm_cpu_s"],
             "update_cpu_s": update["cpu_s"], "rows_trained": update["rows"], "anchor_groups": int(is_anchor.sum()),
             "stats": {k: v for k, v in result.stats.items() if isinstance(v, (int, float, bool))}}
@@ -272,7 +311,7 @@ def run_embodied(config: EmbodiedConfig, out_dir, progress: bool = True, stop_af
         _load_checkpoint(state, checkpoint)
     if not state["evals"]:
         state["evals"].append(_initial_eval(state, config))
-    for step in tqdm(range(len(state["log"]), config.steps), desc=f"{ARM_OF_METHOD.get(config.method, config.method)} seed {config.seed}",
+    for step in tqdm(range(len(state["log"]), config.steps), desc=f"{arm_of(config)} seed {config.seed}",
                      disable=not progress):
         if stop_after is not None and step >= stop_after:
             return {"stopped_at": step}
@@ -294,12 +333,13 @@ def _metrics(state: dict, config: EmbodiedConfig, final: dict, wall_s: float, cp
               "policy_cpu_s": total("policy_cpu_s"), "update_cpu_s": total("update_cpu_s"),
               "rollouts": len(log) * config.groups_per_step * config.rollouts_per_init,
               "eval_sim_cpu_s": float(sum(e["sim_cpu_s"] for e in state["evals"][1:]))}
-    return {"config": config.to_dict(), "arm": ARM_OF_METHOD.get(config.method, config.method),
+    return {"config": config.to_dict(), "arm": arm_of(config),
             "heldout": {k: v for k, v in final.items() if k not in ("anatomy", "sim_cpu_s", "policy_cpu_s")},
             "sft_heldout": {k: v for k, v in state["evals"][0].items() if k not in ("anatomy",)},
             "anatomy_sft": state["evals"][0].get("anatomy"), "anatomy_final": final.get("anatomy"),
             "evals": [{k: v for k, v in e.items() if k != "anatomy"} for e in state["evals"]],
-            "curve": {key: [row[key] for row in log] for key in ("step", "train_success", "real_labels")},
+            "curve": {key: [row.get(key) for row in log] for key in ("step", "train_success", "real_labels",
+                                                                      "informative_groups", "candidate_groups")},
             "stats": [row["stats"] for row in log], "ledger": ledger,
             "world_model": {"fingerprint": state["model"].fingerprint, **state["wm_info"]}, "sft": state["sft_info"],
             "run_wall_s": wall_s, "run_cpu_s": cpu_s}

@@ -144,7 +144,7 @@ def grpo_update(policy: TokenPolicy, optimiser, batch: Rollouts, weighted_advant
     used = np.flatnonzero(weights != 0)
     if len(used) == 0:
         return {"loss": 0.0, "rows": 0, "cpu_s": time.process_time() - start}
-    sub = Rollouts(*(getattr(batch, f)[used] for f in ("task", "init", "success", "length", "obs", "tokens", "final_obs")))
+    sub = batch.take(used)
     loss = -(torch.from_numpy(weights[used]) * rollout_logprobs(policy, sub)).sum() / len(weights)
     optimiser.zero_grad(); loss.backward()
     torch.nn.utils.clip_grad_norm_(policy.net.parameters(), max_grad_norm)

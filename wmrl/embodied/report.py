@@ -16,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .loop import ARMS, PAPER_TABLE3
+from .loop import ARM_ORDER, PAPER_TABLE3
 
 # %% auto #0
-__all__ = ['COLUMNS', 'PAIRED_COLUMNS', 'ANATOMY_KEYS', 'ARM_COLOURS', 't_interval', 'paired_interval', 'load_embodied_runs',
-           'summarize_embodied', 'anatomy_summary', 'results_table', 'paired_table', 'anatomy_table', 'plot_curves',
+__all__ = ['COLUMNS', 'PAIRED_COLUMNS', 'REGIME_KEYS', 'ANATOMY_KEYS', 'ARM_COLOURS', 't_interval', 'paired_interval',
+           'minimum_detectable_effect', 'seeds_needed', 'load_embodied_runs', 'regime_of', 'summarize_embodied',
+           'anatomy_summary', 'results_table', 'paired_table', 'regime_table', 'anatomy_table', 'plot_curves',
            'plot_heldout', 'plot_anatomy', 'write_report', 'run_embodied_grid', 'cli_reproduce_embodied']
 
 # %% ../../nbs/660_report.ipynb #f17d406b
@@ -37,7 +38,26 @@ def paired_interval(a: dict, b: dict, level: float = 0.95) -> dict:
     seeds = sorted(set(a) & set(b))
     if not seeds:
         raise ValueError("no seed in common: paired differences need the same seeds in both arms")
-    return {**t_interval([a[s] - b[s] for s in seeds], level), "seeds": seeds}
+    diffs = [a[s] - b[s] for s in seeds]
+    return {**t_interval(diffs, level), "seeds": seeds, "sd": float(np.std(diffs, ddof=1)) if len(seeds) > 1 else math.nan,
+            "mde": minimum_detectable_effect(diffs, level)}
+
+# %% ../../nbs/660_report.ipynb #dafabd32
+def minimum_detectable_effect(diffs, level: float = 0.95, power: float = 0.8) -> float:
+    "The paired difference these seeds detect with `power` at two-sided `level`, at their measured sd (NaN below 2 seeds)."
+    from scipy.stats import t
+    n = len(diffs)
+    if n < 2:
+        return math.nan
+    return float((t.ppf(0.5 + level / 2, n - 1) + t.ppf(power, n - 1)) * np.std(diffs, ddof=1) / math.sqrt(n))
+
+def seeds_needed(sd: float, effect: float, level: float = 0.95, power: float = 0.8, most: int = 10_000) -> int:
+    "The fewest paired seeds whose minimum detectable effect at paired sd `sd` is at most `effect`."
+    from scipy.stats import t
+    for n in range(2, most + 1):
+        if (t.ppf(0.5 + level / 2, n - 1) + t.ppf(power, n - 1)) * sd / math.sqrt(n) <= effect:
+            return n
+    raise ValueError(f"more than {most} seeds for {effect} at sd {sd}")
 
 # %% ../../nbs/660_report.ipynb #5b9f07e6
 COLUMNS = ("ID Avg", "ID Best@8", "ID All@8", "OOD Avg", "OOD Best@8", "OOD All@8", "Overall")
@@ -54,11 +74,24 @@ def load_embodied_runs(runs_dir) -> dict[str, dict[int, dict]]:
     return runs
 
 # %% ../../nbs/660_report.ipynb #18697972
+REGIME_KEYS = ("informative_share", "candidate_groups", "degenerate_groups", "flattened_groups")
+
+def regime_of(metrics: dict) -> dict:
+    "One run's regime, averaged over its steps (NaN where a run predates the logging)."
+    curve, stats, groups = metrics["curve"], metrics.get("stats") or [], metrics["config"].get("groups_per_step", 10)
+    mean = lambda xs: float(np.mean(xs)) if xs and None not in xs else math.nan
+    return {"informative_share": 100 * mean(curve.get("informative_groups") or []) / groups,
+            "candidate_groups": mean(curve.get("candidate_groups") or []),
+            "degenerate_groups": mean([row.get("n_degenerate_groups") for row in stats]),
+            "flattened_groups": mean([row.get("n_flattened_groups") for row in stats])}
+
+# %% ../../nbs/660_report.ipynb #dcd8bcb3
 def _arm_row(seeds: dict[int, dict]) -> dict:
     ledger = lambda key: t_interval([m["ledger"][key] for m in seeds.values()])
     return {"seeds": sorted(seeds), **{c: t_interval([m["heldout"][c] for m in seeds.values()]) for c in COLUMNS},
             "real_labels": ledger("real_labels"), "sim_cpu_s": ledger("sim_cpu_s"), "wm_cpu_s": ledger("wm_cpu_s"),
             "update_cpu_s": ledger("update_cpu_s"), "run_cpu_s": t_interval([m["run_cpu_s"] for m in seeds.values()]),
+            "regime": {k: t_interval([regime_of(m)[k] for m in seeds.values()]) for k in REGIME_KEYS},
             "per_task": {t: float(np.mean([m["heldout"]["per_task"][t] for m in seeds.values()]))
                          for t in next(iter(seeds.values()))["heldout"]["per_task"]}}
 
@@ -69,6 +102,7 @@ def summarize_embodied(runs_dir, reference: str = "dense_calib") -> dict:
     sft = {s: m["sft_heldout"] for seeds in runs.values() for s, m in seeds.items()}
     summary = {"arms": {arm: _arm_row(seeds) for arm, seeds in sorted(runs.items())},
                "sft": {c: t_interval([sft[s][c] for s in sorted(sft)]) for c in COLUMNS},
+               "sft_mixed": {k: t_interval([sft[s][f"{k} Best@8"] - sft[s][f"{k} All@8"] for s in sorted(sft)]) for k in ("ID", "OOD")},
                "paired_vs_" + reference: {}, "config": {k: v for k, v in any_run["config"].items() if k not in ("method", "seed")},
                "world_model": any_run["world_model"]["fingerprint"], "paper_table3": PAPER_TABLE3}
     if reference in runs:
@@ -113,9 +147,7 @@ def results_table(summary: dict) -> str:
     sft = summary["sft"]
     lines.append("| SFT (step 0) | " + str(sft["Overall"]["n"]) + " | " + " | ".join(_fmt(sft[c]) for c in COLUMNS)
                  + f" | {PAPER_TABLE3['sft']['Overall']} | 0 | — | — |")
-    for arm in ARMS:
-        if arm not in summary["arms"]:
-            continue
+    for arm in [a for a in ARM_ORDER if a in summary["arms"]]:
         row = summary["arms"][arm]
         paper = PAPER_TABLE3.get(arm, {}).get("Overall", "—")
         lines.append(f"| {arm} | {len(row['seeds'])} | " + " | ".join(_fmt(row[c]) for c in COLUMNS)
@@ -123,15 +155,30 @@ def results_table(summary: dict) -> str:
     return "\n".join(lines)
 
 def paired_table(summary: dict, reference: str = "dense_calib") -> str:
-    "Markdown: the reference arm minus each other arm, held-out success (points), mean [95% paired CI] over seeds."
-    cell = lambda c: f"{c['mean']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}]"
-    lines = [f"| {reference} minus | " + " | ".join(PAIRED_COLUMNS) + " | seeds |", "|---|" + "---|" * (len(PAIRED_COLUMNS) + 1)]
+    "Markdown: the reference arm minus each other arm, held-out success (points), mean [95% paired CI] (80%-power MDE) over seeds."
+    cell = lambda c: f"{c['mean']:+.1f} [{c['low']:+.1f}, {c['high']:+.1f}]" + (f" (MDE {c['mde']:.1f})" if "mde" in c else "")
+    lines = [f"| {reference} minus | " + " | ".join(PAIRED_COLUMNS) + " | seeds | seeds for 3 points (Overall) |",
+             "|---|" + "---|" * (len(PAIRED_COLUMNS) + 2)]
     for arm, cells in summary.get("paired_columns_vs_" + reference, {}).items():
-        lines.append(f"| {arm} | " + " | ".join(cell(cells[c]) for c in PAIRED_COLUMNS) + f" | {len(cells['Overall']['seeds'])} |")
+        sd = cells["Overall"].get("sd", math.nan)
+        need = seeds_needed(sd, 3.0) if sd == sd else "—"
+        lines.append(f"| {arm} | " + " | ".join(cell(cells[c]) for c in PAIRED_COLUMNS) + f" | {len(cells['Overall']['seeds'])} | {need} |")
     sft = summary.get("paired_vs_sft", {})
     if sft:
         lines += ["", "| arm minus its own SFT checkpoint | Overall | seeds |", "|---|---|---|"]
         lines += [f"| {arm} | {cell(c)} | {len(c['seeds'])} |" for arm, c in sft.items()]
+    return "\n".join(lines)
+
+def regime_table(summary: dict) -> str:
+    "Markdown: how starved sparse rewards are (SFT's mixed init states beside the paper's) and each arm's groups per step."
+    paper = {k: PAPER_TABLE3["sft"][f"{k} Best@8"] - PAPER_TABLE3["sft"][f"{k} All@8"] for k in ("ID", "OOD")}
+    lines = ["| SFT init states of mixed success (Best@8 − All@8, %) | ID | OOD |", "|---|---|---|",
+             "| this miniature | " + " | ".join(_fmt(summary["sft_mixed"][k]) for k in ("ID", "OOD")) + " |",
+             f"| the paper (Table 3, LIBERO-Long SFT) | {paper['ID']:.1f} | {paper['OOD']:.1f} |", "",
+             "| arm (per step, mean ± 95% over seeds) | trained groups of mixed success (%) | groups rolled out | "
+             "degenerate groups | of which calibration flattened |", "|---|---|---|---|---|"]
+    for arm in [a for a in ARM_ORDER if a in summary["arms"]]:
+        lines.append(f"| {arm} | " + " | ".join(_fmt(summary["arms"][arm]["regime"][k]) for k in REGIME_KEYS) + " |")
     return "\n".join(lines)
 
 def anatomy_table(summary: dict) -> str:
@@ -143,13 +190,14 @@ def anatomy_table(summary: dict) -> str:
     return "\n".join(lines)
 
 # %% ../../nbs/660_report.ipynb #2f7b1c42
-ARM_COLOURS = {"sparse": "tab:blue", "dense_raw": "tab:orange", "dense_calib": "tab:green", "sparse_scarce": "tab:red"}
+ARM_COLOURS = {"sparse": "tab:blue", "sparse_dynamic": "tab:purple", "dense_raw": "tab:orange", "dense_calib": "tab:green",
+               "dense_calib_ordered": "tab:olive", "sparse_scarce": "tab:red"}
 
 def plot_curves(runs: dict, path=None):
     "Training-rollout success per step (mean and 95% t-band over seeds), against steps and against real labels used."
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for arm in [a for a in ARMS if a in runs]:
+    for arm in [a for a in ARM_ORDER if a in runs]:
         curves = np.array([m["curve"]["train_success"] for m in runs[arm].values()]) * 100
         labels = np.mean([np.cumsum(m["curve"]["real_labels"]) for m in runs[arm].values()], axis=0)
         cells = [t_interval(curves[:, k]) for k in range(curves.shape[1])]
@@ -171,7 +219,7 @@ def plot_curves(runs: dict, path=None):
 def plot_heldout(summary: dict, path=None):
     "Held-out Overall success per arm (95% t-interval), next to the paper's Table 3 row."
     import matplotlib.pyplot as plt
-    arms = [a for a in ARMS if a in summary["arms"]]
+    arms = [a for a in ARM_ORDER if a in summary["arms"]]
     fig, ax = plt.subplots(figsize=(6, 3.4))
     cells = [summary["sft"]["Overall"]] + [summary["arms"][a]["Overall"] for a in arms]
     names = ["SFT"] + arms
@@ -216,6 +264,7 @@ def write_report(runs_dir, reference: str = "dense_calib") -> dict:
         fig.savefig(runs_dir / name, dpi=120); plt.close(fig)
     text = ["# Embodied miniature: held-out success (%) in Table 3's columns", "", results_table(summary), "",
             "## Paired differences (held-out success, points: mean [95% paired t-interval] over seeds)", "", paired_table(summary, reference), "",
+            "## The regime: how starved sparse rewards are, and what calibration flattens", "", regime_table(summary), "",
             "## The progress model's error anatomy (step-0 held-out rollouts)", "", anatomy_table(summary), ""]
     (runs_dir / "results.md").write_text("\n".join(text))
     return summary

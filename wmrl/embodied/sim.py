@@ -69,6 +69,11 @@ class Rollouts:
     sim_cpu_s: float = 0.0  # CPU seconds inside env.reset/env.step
     policy_cpu_s: float = 0.0  # CPU seconds inside act()
 
+    def take(self, rows) -> Rollouts:
+        "The rollouts at `rows`; the seconds stay the whole batch's (a selection cost what was rolled out to make it)."
+        names = ("task", "init", "success", "length", "obs", "tokens", "final_obs")
+        return Rollouts(*(getattr(self, n)[rows] for n in names), sim_cpu_s=self.sim_cpu_s, policy_cpu_s=self.policy_cpu_s)
+
 _ENVS: dict[str, list] = {}  # free environments per task, shared by every pool of this process
 
 class EnvPool:
