@@ -237,7 +237,8 @@ def sample_groups(state: dict, config: EmbodiedConfig, step: int) -> tuple[np.nd
 # %% ../../nbs/640_loop.ipynb #58ea7216
 def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     "One step of one arm; mutates the policy, optimiser and corrector in `state`; returns the step's log row."
-    from wmrl.embodied.policy import grpo_update
+    from wmrl.core.advantages import group_advantages
+    from wmrl.embodied.policy import gradient_alignment, grpo_update
     corrector, model, G = state["corrector"], state["model"], config.rollouts_per_init
     task, init, batch, executed = sample_groups(state, config, step)
     keys = [f"{config.tasks[t]}/{i}" for t, i in zip(task, init)]
@@ -249,10 +250,13 @@ def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     scored = model.score(batch, config.tasks) if wm_rows else {"reward": None, "wm_cpu_s": 0.0}
     real = np.where(anchor_rows, batch.success, np.nan)
     result = corrector.correct(np.repeat(keys, G), scored["reward"], real, categories=[config.tasks[t] for t in rows_task])
+    all_real = group_advantages(batch.success, np.repeat(np.arange(len(keys)), G)).advantages  # measured, never trained on
+    cosine = gradient_alignment(state["policy"], batch, result.weighted_advantages, all_real)
     update = grpo_update(state["policy"], state["optimiser"], batch, result.weighted_advantages)
     return {"step": step, "train_success": float(batch.success.mean()),
             "real_labels": int(anchor_rows.sum()) + executed - len(batch.task),  # dynamic sampling reads every rollout
             "informative_groups": int(_mixed(batch.success, G).sum()), "candidate_groups": executed // G,
+            "grad_cos_real": cosine,  # cosine of this step's policy gradient with all-real GRPO's on the same rollouts
             "sim_cpu_s": batch.sim_cpu_s, "policy_cpu_s": batch.policy_cpu_s, "wm_cpu_s": scored["wm_cpu_s"],
             "update_cpu_s": update["cpu_s"], "rows_trained": update["rows"], "anchor_groups": int(is_anchor.sum()),
             "stats": {k: v for k, v in result.stats.items() if isinstance(v, (int, float, bool))}}
@@ -339,7 +343,7 @@ def _metrics(state: dict, config: EmbodiedConfig, final: dict, wall_s: float, cp
             "anatomy_sft": state["evals"][0].get("anatomy"), "anatomy_final": final.get("anatomy"),
             "evals": [{k: v for k, v in e.items() if k != "anatomy"} for e in state["evals"]],
             "curve": {key: [row.get(key) for row in log] for key in ("step", "train_success", "real_labels",
-                                                                      "informative_groups", "candidate_groups")},
+                                                                      "informative_groups", "candidate_groups", "grad_cos_real")},
             "stats": [row["stats"] for row in log], "ledger": ledger,
             "world_model": {"fingerprint": state["model"].fingerprint, **state["wm_info"]}, "sft": state["sft_info"],
             "run_wall_s": wall_s, "run_cpu_s": cpu_s}

@@ -7,6 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/policy.html.md"""
 # %% ../../nbs/620_policy.ipynb #f90cc160
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from .sim import ACTION_DIM, Rollouts
 
 # %% auto #0
 __all__ = ['ActionTokenizer', 'policy_features', 'n_features', 'build_network', 'TokenPolicy', 'rollout_logprobs', 'sft',
-           'grpo_update']
+           'grpo_update', 'gradient_alignment']
 
 # %% ../../nbs/620_policy.ipynb #a4a009b4
 @dataclass(frozen=True)
@@ -150,3 +151,19 @@ def grpo_update(policy: TokenPolicy, optimiser, batch: Rollouts, weighted_advant
     torch.nn.utils.clip_grad_norm_(policy.net.parameters(), max_grad_norm)
     optimiser.step(); policy.sync()
     return {"loss": float(loss), "rows": len(used), "cpu_s": time.process_time() - start}
+
+# %% ../../nbs/620_policy.ipynb #da9d85ce
+def gradient_alignment(policy: TokenPolicy, batch: Rollouts, weights, reference) -> float:
+    "Cosine between the policy gradients of two per-rollout weightings of the same rollouts (NaN if either is zero)."
+    import torch
+    weights, reference = (np.asarray(w, dtype=np.float32) for w in (weights, reference))
+    if weights.shape != reference.shape or weights.shape != (len(batch.task),):
+        raise ValueError(f"need two weightings of the {len(batch.task)} rollouts, got {weights.shape} and {reference.shape}")
+    rows = np.flatnonzero((weights != 0) | (reference != 0))
+    if len(rows) == 0:
+        return math.nan
+    logp, params = rollout_logprobs(policy, batch.take(rows)), list(policy.net.parameters())
+    flat = [torch.cat([g.flatten() for g in torch.autograd.grad((torch.from_numpy(w[rows]) * logp).sum(), params,
+                                                                 retain_graph=True)]) for w in (weights, reference)]
+    norms = [float(f.norm()) for f in flat]
+    return float(flat[0] @ flat[1]) / (norms[0] * norms[1]) if min(norms) > 0 else math.nan

@@ -74,16 +74,17 @@ def load_embodied_runs(runs_dir) -> dict[str, dict[int, dict]]:
     return runs
 
 # %% ../../nbs/660_report.ipynb #18697972
-REGIME_KEYS = ("informative_share", "candidate_groups", "degenerate_groups", "flattened_groups")
+REGIME_KEYS = ("informative_share", "candidate_groups", "degenerate_groups", "flattened_groups", "grad_cos_real")
 
 def regime_of(metrics: dict) -> dict:
     "One run's regime, averaged over its steps (NaN where a run predates the logging)."
     curve, stats, groups = metrics["curve"], metrics.get("stats") or [], metrics["config"].get("groups_per_step", 10)
     mean = lambda xs: float(np.mean(xs)) if xs and None not in xs else math.nan
+    cosines = [c for c in curve.get("grad_cos_real") or [] if c is not None and c == c]  # NaN: no mixed group that step
     return {"informative_share": 100 * mean(curve.get("informative_groups") or []) / groups,
             "candidate_groups": mean(curve.get("candidate_groups") or []),
             "degenerate_groups": mean([row.get("n_degenerate_groups") for row in stats]),
-            "flattened_groups": mean([row.get("n_flattened_groups") for row in stats])}
+            "flattened_groups": mean([row.get("n_flattened_groups") for row in stats]), "grad_cos_real": mean(cosines)}
 
 # %% ../../nbs/660_report.ipynb #dcd8bcb3
 def _arm_row(seeds: dict[int, dict]) -> dict:
@@ -116,6 +117,8 @@ def summarize_embodied(runs_dir, reference: str = "dense_calib") -> dict:
             for arm, seeds in runs.items() if arm != reference}
         summary["paired_vs_sft"] = {arm: paired_interval({s: m["heldout"]["Overall"] for s, m in seeds.items()},
                                                          {s: sft[s]["Overall"] for s in seeds}) for arm, seeds in runs.items()}
+        cosine = lambda arm: {s: regime_of(m)["grad_cos_real"] for s, m in runs[arm].items()}  # the step's direction
+        summary["paired_cosine_vs_" + reference] = {arm: paired_interval(cosine(reference), cosine(arm)) for arm in runs if arm != reference}
     summary["anatomy"] = anatomy_summary(runs)
     return summary
 
@@ -163,6 +166,12 @@ def paired_table(summary: dict, reference: str = "dense_calib") -> str:
         sd = cells["Overall"].get("sd", math.nan)
         need = seeds_needed(sd, 3.0) if sd == sd else "—"
         lines.append(f"| {arm} | " + " | ".join(cell(cells[c]) for c in PAIRED_COLUMNS) + f" | {len(cells['Overall']['seeds'])} | {need} |")
+    cosines = summary.get("paired_cosine_vs_" + reference, {})
+    if cosines:
+        lines += ["", f"| {reference} minus, cos(step, all-real step) averaged over steps | mean [95% paired CI] (MDE) | seeds |",
+                  "|---|---|---|"]
+        lines += [f"| {arm} | {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] (MDE {c['mde']:.3f}) | {len(c['seeds'])} |"
+                  for arm, c in cosines.items()]
     sft = summary.get("paired_vs_sft", {})
     if sft:
         lines += ["", "| arm minus its own SFT checkpoint | Overall | seeds |", "|---|---|---|"]
@@ -176,7 +185,7 @@ def regime_table(summary: dict) -> str:
              "| this miniature | " + " | ".join(_fmt(summary["sft_mixed"][k]) for k in ("ID", "OOD")) + " |",
              f"| the paper (Table 3, LIBERO-Long SFT) | {paper['ID']:.1f} | {paper['OOD']:.1f} |", "",
              "| arm (per step, mean ± 95% over seeds) | trained groups of mixed success (%) | groups rolled out | "
-             "degenerate groups | of which calibration flattened |", "|---|---|---|---|---|"]
+             "degenerate groups | of which calibration flattened | cos(step, all-real step) |", "|---|---|---|---|---|---|"]
     for arm in [a for a in ARM_ORDER if a in summary["arms"]]:
         lines.append(f"| {arm} | " + " | ".join(_fmt(summary["arms"][arm]["regime"][k]) for k in REGIME_KEYS) + " |")
     return "\n".join(lines)
