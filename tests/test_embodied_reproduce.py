@@ -73,6 +73,10 @@ def test_quick_embodied_reproduction(tmp_path):
         assert first["sparse_dynamic"] >= first["sparse"], first
     for name, run in runs.items():  # the correction engages in CI: the debiaser fits and the anchor weight moves
         assert all(row["n_degenerate_groups"] >= row["n_flattened_groups"] for row in run["stats"]), name
+        cosines = [c for c in run["curve"]["grad_cos_real"] if c == c]
+        assert cosines and all(-1 - 1e-6 <= c <= 1 + 1e-6 for c in cosines), name
+        if run["arm"] in ("sparse", "sparse_dynamic"):  # all-real GRPO against itself: the positive control
+            assert all(abs(c - 1) < 1e-4 for c in cosines), (name, cosines)
         if run["arm"] in ("dense_calib", "dense_calib_ordered"):
             assert run["stats"][-1]["calibrated"], f"{name}: Online Debiasing never fitted"
             assert any(s["anchor_weight"] != 1.0 for s in run["stats"]), f"{name}: the anchor weight never moved"

@@ -61,6 +61,9 @@ class EmbodiedConfig:
     frames: int = 8  # frames the world model reads per rollout (Robometer: 8)
     smooth_k: int = 3  # potential smoothing window
     dense_mode: str = "potential"  # potential | final | max
+    world_model: str = "progress"  # "progress" (the trained model) or "oracle" (Meta-World's shaped reward, nbs/635_oracle)
+    instrument: str = "clean"  # oracle only: the known error added to it (wmrl.embodied.oracle.INSTRUMENTS)
+    instrument_strength: float = 1.0  # oracle only: the error's scale
     anchor_fraction: float = 0.1  # rho
     min_pairs: int = 32  # debiaser warm-up (official: 200; a miniature sees ~8 anchor pairs per step)
     refit_every: int = 8  # refit after this many new pairs
@@ -102,8 +105,15 @@ def arm_of(config: EmbodiedConfig) -> str:
         raise ValueError(f"dynamic_sampling filters groups by real success: only grpo_real reads it on every rollout, not {config.method}")
     if not isinstance(config.dynamic_sampling, int) or config.dynamic_sampling < 0:
         raise ValueError(f"dynamic_sampling is a number of extra rounds >= 0, got {config.dynamic_sampling!r}")
+    from wmrl.embodied.oracle import INSTRUMENTS
+    if config.world_model not in ("progress", "oracle") or config.instrument not in INSTRUMENTS:
+        raise ValueError(f"world_model is 'progress' or 'oracle' and instrument one of {INSTRUMENTS}, got "
+                         f"{config.world_model!r} and {config.instrument!r}")
+    if config.world_model == "progress" and (config.instrument, config.instrument_strength) != ("clean", 1.0):
+        raise ValueError("instruments act on the oracle reward: set world_model='oracle'")
     arm = ARM_OF_METHOD.get(config.method, config.method)
-    return arm + ("_dynamic" if config.dynamic_sampling else "") + ("_ordered" if config.ties == "raw" else "")
+    return (arm + ("_dynamic" if config.dynamic_sampling else "") + ("_ordered" if config.ties == "raw" else "")
+            + (f"_oracle_{config.instrument}" if config.world_model == "oracle" else ""))
 
 def embodied_config(params: dict) -> dict:
     "The grid resolver (`resolver: wmrl.embodied.loop:embodied_config`): every knob with defaults filled in."
@@ -122,8 +132,11 @@ SFT_KNOBS = ("seed", "train_tasks", "heldout_tasks", "train_inits", "demos_per_t
 
 # %% ../../nbs/640_loop.ipynb #816a79b7
 def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
-    "The frozen progress model (trained on first use, then read from the cache)."
+    "The frozen progress model (trained on first use, then read from the cache), or the oracle with its instrument."
     from wmrl.embodied.progress import load_progress_model, save_progress_model
+    if config.world_model == "oracle":
+        from wmrl.embodied.oracle import OracleReward
+        return OracleReward(config.instrument, config.instrument_strength, seed=17), {"cached": False, "oracle": config.instrument}
     path = cache / f"progress_model_{_key(config, WM_KNOBS)}.npz"
     if path.is_file():
         return load_progress_model(path), {"cached": True}
@@ -280,7 +293,8 @@ def _setup(config: EmbodiedConfig, out_dir: Path) -> dict:
 
 def _initial_eval(state: dict, config: EmbodiedConfig) -> dict:
     "The SFT policy's held-out evaluation (with the world model's anatomy), cached per SFT checkpoint."
-    path = state["cache"] / f"eval0_{_key(config, SFT_KNOBS + WM_KNOBS + ('eval_inits', 'rollouts_per_init', 'temperature'))}.json"
+    oracle = ("world_model", "instrument", "instrument_strength") if config.world_model == "oracle" else ()  # its anatomy
+    path = state["cache"] / f"eval0_{_key(config, SFT_KNOBS + WM_KNOBS + oracle + ('eval_inits', 'rollouts_per_init', 'temperature'))}.json"
     if path.is_file():
         return json.loads(path.read_text())
     result = evaluate(state["policy"], config, state["pool"], 0, state["model"])

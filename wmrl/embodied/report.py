@@ -21,8 +21,8 @@ from .loop import ARM_ORDER, PAPER_TABLE3
 # %% auto #0
 __all__ = ['COLUMNS', 'PAIRED_COLUMNS', 'REGIME_KEYS', 'ANATOMY_KEYS', 'ARM_COLOURS', 't_interval', 'paired_interval',
            'minimum_detectable_effect', 'seeds_needed', 'load_embodied_runs', 'regime_of', 'summarize_embodied',
-           'anatomy_summary', 'results_table', 'paired_table', 'regime_table', 'anatomy_table', 'plot_curves',
-           'plot_heldout', 'plot_anatomy', 'write_report', 'run_embodied_grid', 'cli_reproduce_embodied']
+           'anatomy_summary', 'ordered_arms', 'results_table', 'paired_table', 'regime_table', 'anatomy_table',
+           'plot_curves', 'plot_heldout', 'plot_anatomy', 'write_report', 'run_embodied_grid', 'cli_reproduce_embodied']
 
 # %% ../../nbs/660_report.ipynb #f17d406b
 def t_interval(values, level: float = 0.95) -> dict:
@@ -138,6 +138,10 @@ def anatomy_summary(runs: dict) -> dict:
     return out
 
 # %% ../../nbs/660_report.ipynb #3363bdf7
+def ordered_arms(arms) -> list[str]:
+    "The arms present, in the kit's reading order (ARM_ORDER), then any others (instrument runs) alphabetically."
+    return [a for a in ARM_ORDER if a in arms] + sorted(a for a in arms if a not in ARM_ORDER)
+
 def _fmt(cell: dict, digits: int = 1) -> str:
     if math.isnan(cell["half_width"]):
         return f"{cell['mean']:.{digits}f}"
@@ -150,7 +154,7 @@ def results_table(summary: dict) -> str:
     sft = summary["sft"]
     lines.append("| SFT (step 0) | " + str(sft["Overall"]["n"]) + " | " + " | ".join(_fmt(sft[c]) for c in COLUMNS)
                  + f" | {PAPER_TABLE3['sft']['Overall']} | 0 | — | — |")
-    for arm in [a for a in ARM_ORDER if a in summary["arms"]]:
+    for arm in ordered_arms(summary["arms"]):
         row = summary["arms"][arm]
         paper = PAPER_TABLE3.get(arm, {}).get("Overall", "—")
         lines.append(f"| {arm} | {len(row['seeds'])} | " + " | ".join(_fmt(row[c]) for c in COLUMNS)
@@ -186,7 +190,7 @@ def regime_table(summary: dict) -> str:
              f"| the paper (Table 3, LIBERO-Long SFT) | {paper['ID']:.1f} | {paper['OOD']:.1f} |", "",
              "| arm (per step, mean ± 95% over seeds) | trained groups of mixed success (%) | groups rolled out | "
              "degenerate groups | of which calibration flattened | cos(step, all-real step) |", "|---|---|---|---|---|---|"]
-    for arm in [a for a in ARM_ORDER if a in summary["arms"]]:
+    for arm in ordered_arms(summary["arms"]):
         lines.append(f"| {arm} | " + " | ".join(_fmt(summary["arms"][arm]["regime"][k]) for k in REGIME_KEYS) + " |")
     return "\n".join(lines)
 
@@ -206,16 +210,16 @@ def plot_curves(runs: dict, path=None):
     "Training-rollout success per step (mean and 95% t-band over seeds), against steps and against real labels used."
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for arm in [a for a in ARM_ORDER if a in runs]:
+    for arm in ordered_arms(runs):
         curves = np.array([m["curve"]["train_success"] for m in runs[arm].values()]) * 100
         labels = np.mean([np.cumsum(m["curve"]["real_labels"]) for m in runs[arm].values()], axis=0)
         cells = [t_interval(curves[:, k]) for k in range(curves.shape[1])]
         mean, low, high = (np.array([c[k] for c in cells]) for k in ("mean", "low", "high"))
         steps = np.arange(1, len(mean) + 1)
         for ax, x in ((axes[0], steps), (axes[1], np.maximum(labels, 1))):
-            ax.plot(x, mean, color=ARM_COLOURS[arm], label=arm)
+            ax.plot(x, mean, color=ARM_COLOURS.get(arm), label=arm)
             if len(curves) > 1:
-                ax.fill_between(x, low, high, color=ARM_COLOURS[arm], alpha=0.15)
+                ax.fill_between(x, low, high, color=ARM_COLOURS.get(arm), alpha=0.15)
     axes[0].set(xlabel="GRPO step", ylabel="training-rollout success (%)", title="learning curves (95% t-band over seeds)")
     axes[1].set(xscale="log", xlabel="real success labels used (cumulative, log)", ylabel="training-rollout success (%)",
                 title="the same curves against the labels they cost")
@@ -228,7 +232,7 @@ def plot_curves(runs: dict, path=None):
 def plot_heldout(summary: dict, path=None):
     "Held-out Overall success per arm (95% t-interval), next to the paper's Table 3 row."
     import matplotlib.pyplot as plt
-    arms = [a for a in ARM_ORDER if a in summary["arms"]]
+    arms = ordered_arms(summary["arms"])
     fig, ax = plt.subplots(figsize=(6, 3.4))
     cells = [summary["sft"]["Overall"]] + [summary["arms"][a]["Overall"] for a in arms]
     names = ["SFT"] + arms

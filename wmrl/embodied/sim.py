@@ -15,8 +15,9 @@ from functools import cache
 import numpy as np
 
 # %% auto #0
-__all__ = ['TRAIN_TASKS', 'HELDOUT_TASKS', 'ACTION_DIM', 'OBS_DIM', 'N_INIT_STATES', 'require_metaworld', 'init_state',
-           'make_env', 'Rollouts', 'EnvPool', 'rollout', 'concat_rollouts', 'expert_policy', 'expert_act', 'frames']
+__all__ = ['TRAIN_TASKS', 'HELDOUT_TASKS', 'ACTION_DIM', 'OBS_DIM', 'N_INIT_STATES', 'ROLLOUT_ARRAYS', 'require_metaworld',
+           'init_state', 'make_env', 'Rollouts', 'EnvPool', 'rollout', 'concat_rollouts', 'expert_policy', 'expert_act',
+           'frames']
 
 # %% ../../nbs/610_sim.ipynb #dd4f27ae
 TRAIN_TASKS = ("reach-v3", "push-v3", "drawer-open-v3", "button-press-topdown-v3")  # the world model saw these
@@ -66,13 +67,15 @@ class Rollouts:
     obs: np.ndarray  # (B, budget, 39) observation before each tick (rows past `length` are padding)
     tokens: np.ndarray  # (B, budget, 4) action tokens sent at each tick
     final_obs: np.ndarray  # (B, 39) observation after the last tick
+    shaped: np.ndarray  # (B,) best Meta-World shaped reward reached / 10: an oracle dense reward (nbs/635_oracle)
     sim_cpu_s: float = 0.0  # CPU seconds inside env.reset/env.step
     policy_cpu_s: float = 0.0  # CPU seconds inside act()
 
     def take(self, rows) -> Rollouts:
         "The rollouts at `rows`; the seconds stay the whole batch's (a selection cost what was rolled out to make it)."
-        names = ("task", "init", "success", "length", "obs", "tokens", "final_obs")
-        return Rollouts(*(getattr(self, n)[rows] for n in names), sim_cpu_s=self.sim_cpu_s, policy_cpu_s=self.policy_cpu_s)
+        return Rollouts(*(getattr(self, n)[rows] for n in ROLLOUT_ARRAYS), sim_cpu_s=self.sim_cpu_s, policy_cpu_s=self.policy_cpu_s)
+
+ROLLOUT_ARRAYS = ("task", "init", "success", "length", "obs", "tokens", "final_obs", "shaped")  # one row per rollout
 
 _ENVS: dict[str, list] = {}  # free environments per task, shared by every pool of this process
 
@@ -109,8 +112,7 @@ def rollout(pool: EnvPool, task, init, act, budget: int, chunk: int = 8) -> Roll
 
 def concat_rollouts(parts) -> Rollouts:
     "One Rollouts from several (same budget), seconds added."
-    names = ("task", "init", "success", "length", "obs", "tokens", "final_obs")
-    return Rollouts(*(np.concatenate([getattr(p, n) for p in parts]) for n in names),
+    return Rollouts(*(np.concatenate([getattr(p, n) for p in parts]) for n in ROLLOUT_ARRAYS),
                     sim_cpu_s=sum(p.sim_cpu_s for p in parts), policy_cpu_s=sum(p.policy_cpu_s for p in parts))
 
 def _rollout(pool: EnvPool, task: np.ndarray, init: np.ndarray, act, budget: int) -> Rollouts:
@@ -118,7 +120,7 @@ def _rollout(pool: EnvPool, task: np.ndarray, init: np.ndarray, act, budget: int
     envs, current = _reset_batch(pool, task, init)
     n = len(task)
     out = Rollouts(task, init, np.zeros(n), np.full(n, budget), np.zeros((n, budget, OBS_DIM)),
-                   np.zeros((n, budget, ACTION_DIM), dtype=np.int64), np.zeros((n, OBS_DIM)))
+                   np.zeros((n, budget, ACTION_DIM), dtype=np.int64), np.zeros((n, OBS_DIM)), np.zeros(n))
     live = np.ones(n, dtype=bool)
     for tick in range(budget):
         idx = np.flatnonzero(live)
@@ -128,7 +130,8 @@ def _rollout(pool: EnvPool, task: np.ndarray, init: np.ndarray, act, budget: int
         out.policy_cpu_s += time.process_time() - p0
         out.tokens[idx, tick] = tokens
         for j, b in enumerate(idx.tolist()):
-            current[b], _, _, _, info = envs[b].step(np.asarray(actions[j], dtype=np.float64))
+            current[b], reward, _, _, info = envs[b].step(np.asarray(actions[j], dtype=np.float64))
+            out.shaped[b] = max(out.shaped[b], reward / 10.0)  # Meta-World's rewards lie in [0, 10]
             if info["success"] > 0.5:
                 out.success[b], out.length[b], live[b] = 1.0, tick + 1, False
         if not live.any():
