@@ -24,6 +24,7 @@ import numpy as np
 
 from wmrl.embodied.report import paired_interval
 
+MEASURES = ("grad_cos_real", "anchor_weight", "flattened_groups", "overall")
 CHECKS = [  # (name, instrument, arm, measure, rule)
     ("C1", "monotone", "dense_calib", "grad_cos_real", "within_0.1"),
     ("C2", "spread", "dense_raw", "grad_cos_real", "below_0"),
@@ -37,9 +38,11 @@ CHECKS = [  # (name, instrument, arm, measure, rule)
 def run_measures(metrics: dict) -> dict:
     "Per-run means over steps: the step's cosine with the all-real step, the anchor weight, groups calibration flattened."
     cosines = [c for c in metrics["curve"]["grad_cos_real"] if c is not None and c == c]
-    stat = lambda key: float(np.nanmean([row.get(key, math.nan) for row in metrics["stats"]]))
-    return {"grad_cos_real": float(np.mean(cosines)) if cosines else math.nan,
-            "anchor_weight": stat("anchor_weight"), "flattened_groups": stat("n_flattened_groups")}
+    def stat(key):
+        values = [row[key] for row in metrics["stats"] if row.get(key) is not None and row[key] == row[key]]
+        return float(np.mean(values)) if values else math.nan
+    return {"grad_cos_real": float(np.mean(cosines)) if cosines else math.nan, "anchor_weight": stat("anchor_weight"),
+            "flattened_groups": stat("n_flattened_groups"), "overall": metrics["heldout"]["Overall"]}
 
 
 def load(runs_dir: Path) -> dict:
@@ -66,8 +69,12 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", action="store_true", help="also print the tables as markdown")
     args = parser.parse_args(argv)
     runs = load(args.runs_dir)
-    means = {f"{arm}/{inst}": {k: round(float(np.nanmean([s[k] for s in seeds.values()])), 4) for k in ("grad_cos_real", "anchor_weight", "flattened_groups")}
-             | {"seeds": sorted(seeds)} for (arm, inst), seeds in sorted(runs.items())}
+    mean = lambda xs: round(float(np.mean(xs)), 4) if all(x == x for x in xs) else math.nan
+    means = {f"{arm}/{inst}": {k: mean([s[k] for s in seeds.values()]) for k in MEASURES} | {"seeds": sorted(seeds)}
+             for (arm, inst), seeds in sorted(runs.items())}
+    calib_vs_raw = {inst: {k: paired_interval({s: v[k] for s, v in runs[("dense_calib", inst)].items()},
+                                              {s: v[k] for s, v in runs[("dense_raw", inst)].items()}) for k in ("grad_cos_real", "overall")}
+                    for inst in sorted({i for _, i in runs}) if ("dense_calib", inst) in runs and ("dense_raw", inst) in runs}
     checks = []
     for name, inst, arm, measure, rule in CHECKS:
         if (arm, inst) not in runs or (arm, "clean") not in runs:
@@ -78,11 +85,14 @@ def main(argv=None) -> int:
         checks.append({"check": name, "instrument": inst, "arm": arm, "measure": measure, "rule": rule,
                        "difference_vs_clean": {k: round(cell[k], 4) for k in ("mean", "low", "high", "mde")},
                        "seeds": cell["seeds"], "holds": verdict(cell, rule)})
-    print(json.dumps({"runs_dir": str(args.runs_dir), "means": means, "checks": checks}, indent=1))
+    print(json.dumps({"runs_dir": str(args.runs_dir), "means": means, "checks": checks,
+                      "descriptive_dense_calib_minus_dense_raw": calib_vs_raw}, indent=1))
     if args.markdown:
-        print("\n| arm / instrument | cos(step, all-real step) | anchor weight | flattened groups / step | seeds |\n|---|---|---|---|---|")
+        print("\n| arm / instrument | cos(step, all-real step) | anchor weight | flattened groups / step | held-out Overall % | seeds |"
+              "\n|---|---|---|---|---|---|")
         for key, row in means.items():
-            print(f"| {key} | {row['grad_cos_real']:.3f} | {row['anchor_weight']:.3f} | {row['flattened_groups']:.2f} | {len(row['seeds'])} |")
+            print(f"| {key} | {row['grad_cos_real']:.3f} | {row['anchor_weight']:.3f} | {row['flattened_groups']:.2f} | "
+                  f"{row['overall']:.1f} | {len(row['seeds'])} |")
         print("\n| check | instrument − clean, arm, measure | mean [95% paired CI] (MDE) | rule | holds |\n|---|---|---|---|---|")
         for c in checks:
             if "missing" in c:
@@ -91,6 +101,12 @@ def main(argv=None) -> int:
             d = c["difference_vs_clean"]
             print(f"| {c['check']} | {c['instrument']}, {c['arm']}, {c['measure']} | {d['mean']:+.3f} [{d['low']:+.3f}, "
                   f"{d['high']:+.3f}] (MDE {d['mde']:.3f}) | {c['rule']} | {'yes' if c['holds'] else 'no'} |")
+        print("\n| dense_calib − dense_raw (descriptive, not a prediction) | cos(step, all-real step) | held-out Overall, points |"
+              "\n|---|---|---|")
+        for inst, cells in calib_vs_raw.items():
+            c, o = cells["grad_cos_real"], cells["overall"]
+            print(f"| {inst} | {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] | {o['mean']:+.1f} [{o['low']:+.1f}, {o['high']:+.1f}] "
+                  f"(MDE {o['mde']:.1f}) |")
     return 0
 
 

@@ -6,7 +6,7 @@ LIBERO-Long's init states are mixed (Table 3). This sweeps the one knob that set
 outcome per init state is, on the same SFT checkpoints as the grid (cached in --cache), and prints JSON.
 
     .venv/bin/python reproductions/bench/embodied_regime.py --grid reproductions/grids/embodied_full.yaml \
-        --temperatures 1.0 0.5 0.3 --seeds 0 1 2 3 4 --cache /tmp/regime
+        --temperatures 1.0 0.5 0.3 --seeds 0 1 2 3 4 --cache /tmp/regime [--set demos_per_task=10 sft_epochs=400]
 """
 import argparse
 import json
@@ -41,9 +41,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the grid's")
     parser.add_argument("--steps", type=int, default=4, help="training steps whose groups are rolled out at SFT")
     parser.add_argument("--cache", required=True, help="folder for the SFT checkpoints (the grid's cache works)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
+                        help="SFT knobs to change from the grid's (e.g. demos_per_task=10 sft_epochs=400), as YAML values")
     args = parser.parse_args(argv)
     grid = load_grid(args.grid)
-    base = EmbodiedConfig.from_dict({k: v for k, v in expand_grid(grid)[0].params.items() if k not in ("cache_dir",)})
+    import yaml
+    knobs = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
+    base = EmbodiedConfig.from_dict({**{k: v for k, v in expand_grid(grid)[0].params.items() if k not in ("cache_dir",)}, **knobs})
     rows = []
     for seed in args.seeds if args.seeds is not None else grid["seeds"]:
         config = replace(base, seed=seed)
@@ -60,7 +64,7 @@ def main(argv=None) -> int:
     for temperature in args.temperatures:
         mine = [r for r in rows if r["temperature"] == temperature]
         summary[str(temperature)] = {k: round(float(np.mean([r[k] for r in mine])), 1) for k in mine[0] if k not in ("seed", "temperature")}
-    print(json.dumps({"grid": args.grid, "seeds": sorted({r["seed"] for r in rows}), "per_temperature": summary,
+    print(json.dumps({"grid": args.grid, "set": knobs, "seeds": sorted({r["seed"] for r in rows}), "per_temperature": summary,
                       "paper_sft_mixed": {k: round(PAPER_TABLE3["sft"][f"{k} Best@8"] - PAPER_TABLE3["sft"][f"{k} All@8"], 1)
                                           for k in ("ID", "OOD")}}, indent=1))
     return 0

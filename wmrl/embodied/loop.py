@@ -105,6 +105,9 @@ def arm_of(config: EmbodiedConfig) -> str:
         raise ValueError(f"dynamic_sampling filters groups by real success: only grpo_real reads it on every rollout, not {config.method}")
     if not isinstance(config.dynamic_sampling, int) or config.dynamic_sampling < 0:
         raise ValueError(f"dynamic_sampling is a number of extra rounds >= 0, got {config.dynamic_sampling!r}")
+    if not config.temperature > 0:
+        raise ValueError(f"GRPO samples its groups: temperature must be > 0 (greedy rollouts of one init state are "
+                         f"identical and have no log-probability), got {config.temperature}")
     from wmrl.embodied.oracle import INSTRUMENTS
     if config.world_model not in ("progress", "oracle") or config.instrument not in INSTRUMENTS:
         raise ValueError(f"world_model is 'progress' or 'oracle' and instrument one of {INSTRUMENTS}, got "
@@ -210,7 +213,7 @@ def anatomy_of(model, batch: Rollouts, config: EmbodiedConfig) -> dict:
     reward = model.score(batch, config.tasks)["reward"]
     groups, seen = batch.task * 1000 + batch.init, batch.task < len(config.train_tasks)
     threshold = best_threshold(reward[seen], batch.success[seen])
-    return {name: error_anatomy(reward[m], batch.success[m], groups[m], threshold)
+    return {name: error_anatomy(reward[m], batch.success[m], groups[m], threshold, shaped=batch.shaped[m])
             for name, m in (("ID", seen), ("OOD", ~seen)) if m.sum() >= 10}
 
 # %% ../../nbs/640_loop.ipynb #886943d2
@@ -264,8 +267,8 @@ def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     real = np.where(anchor_rows, batch.success, np.nan)
     result = corrector.correct(np.repeat(keys, G), scored["reward"], real, categories=[config.tasks[t] for t in rows_task])
     all_real = group_advantages(batch.success, np.repeat(np.arange(len(keys)), G)).advantages  # measured, never trained on
-    cosine = gradient_alignment(state["policy"], batch, result.weighted_advantages, all_real)
-    update = grpo_update(state["policy"], state["optimiser"], batch, result.weighted_advantages)
+    cosine = gradient_alignment(state["policy"], batch, result.weighted_advantages, all_real, config.temperature)
+    update = grpo_update(state["policy"], state["optimiser"], batch, result.weighted_advantages, temperature=config.temperature)
     return {"step": step, "train_success": float(batch.success.mean()),
             "real_labels": int(anchor_rows.sum()) + executed - len(batch.task),  # dynamic sampling reads every rollout
             "informative_groups": int(_mixed(batch.success, G).sum()), "candidate_groups": executed // G,

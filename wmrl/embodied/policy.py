@@ -97,14 +97,16 @@ def _act(self: TokenPolicy, rng: np.random.Generator, temperature: float = 1.0):
 TokenPolicy.act = _act
 
 # %% ../../nbs/620_policy.ipynb #e5235b9e
-def rollout_logprobs(policy: TokenPolicy, batch: Rollouts):
-    "(B,) torch tensor: mean over live ticks of sum over dimensions of log pi(token | state)."
+def rollout_logprobs(policy: TokenPolicy, batch: Rollouts, temperature: float = 1.0):
+    "(B,) torch tensor: mean over live ticks of sum over dimensions of log pi_T(token | state), T the sampling one."
     import torch
     n, budget = batch.tokens.shape[:2]
     live = np.arange(budget)[None, :] < batch.length[:, None]
     rows, ticks = np.nonzero(live)
     x = torch.from_numpy(policy_features(batch.obs[rows, ticks], batch.task[rows], policy.n_tasks))
-    logp = torch.log_softmax(policy.net(x).view(len(rows), ACTION_DIM, -1), dim=-1)
+    if not temperature > 0:
+        raise ValueError(f"log-probabilities need a sampling temperature > 0 (greedy rollouts have none), got {temperature}")
+    logp = torch.log_softmax(policy.net(x).view(len(rows), ACTION_DIM, -1) / temperature, dim=-1)
     picked = logp.gather(2, torch.from_numpy(batch.tokens[rows, ticks])[..., None]).squeeze(2).sum(1)
     per_row = torch.zeros(n, dtype=picked.dtype).index_add_(0, torch.from_numpy(rows), picked)
     return per_row / torch.from_numpy(batch.length.astype(np.float32))
@@ -135,7 +137,7 @@ def sft(policy: TokenPolicy, demos: Rollouts, epochs: int = 300, lr: float = 1e-
 
 # %% ../../nbs/620_policy.ipynb #50b06eb7
 def grpo_update(policy: TokenPolicy, optimiser, batch: Rollouts, weighted_advantages: np.ndarray,
-                max_grad_norm: float = 1.0) -> dict:
+                max_grad_norm: float = 1.0, temperature: float = 1.0) -> dict:
     "One policy-gradient step with the given per-rollout weights; returns the loss and CPU seconds."
     import torch
     start = time.process_time()
@@ -146,14 +148,14 @@ def grpo_update(policy: TokenPolicy, optimiser, batch: Rollouts, weighted_advant
     if len(used) == 0:
         return {"loss": 0.0, "rows": 0, "cpu_s": time.process_time() - start}
     sub = batch.take(used)
-    loss = -(torch.from_numpy(weights[used]) * rollout_logprobs(policy, sub)).sum() / len(weights)
+    loss = -(torch.from_numpy(weights[used]) * rollout_logprobs(policy, sub, temperature)).sum() / len(weights)
     optimiser.zero_grad(); loss.backward()
     torch.nn.utils.clip_grad_norm_(policy.net.parameters(), max_grad_norm)
     optimiser.step(); policy.sync()
     return {"loss": float(loss), "rows": len(used), "cpu_s": time.process_time() - start}
 
 # %% ../../nbs/620_policy.ipynb #da9d85ce
-def gradient_alignment(policy: TokenPolicy, batch: Rollouts, weights, reference) -> float:
+def gradient_alignment(policy: TokenPolicy, batch: Rollouts, weights, reference, temperature: float = 1.0) -> float:
     "Cosine between the policy gradients of two per-rollout weightings of the same rollouts (NaN if either is zero)."
     import torch
     weights, reference = (np.asarray(w, dtype=np.float32) for w in (weights, reference))
@@ -162,7 +164,7 @@ def gradient_alignment(policy: TokenPolicy, batch: Rollouts, weights, reference)
     rows = np.flatnonzero((weights != 0) | (reference != 0))
     if len(rows) == 0:
         return math.nan
-    logp, params = rollout_logprobs(policy, batch.take(rows)), list(policy.net.parameters())
+    logp, params = rollout_logprobs(policy, batch.take(rows), temperature), list(policy.net.parameters())
     flat = [torch.cat([g.flatten() for g in torch.autograd.grad((torch.from_numpy(w[rows]) * logp).sum(), params,
                                                                  retain_graph=True)]) for w in (weights, reference)]
     norms = [float(f.norm()) for f in flat]

@@ -20,7 +20,8 @@ from .sim import OBS_DIM, Rollouts
 
 # %% auto #0
 __all__ = ['DENSE_MODES', 'potential_collapse', 'progress_features', 'progress_targets', 'ProgressModel', 'train_progress_model',
-           'save_progress_model', 'load_progress_model', 'error_anatomy', 'best_threshold']
+           'save_progress_model', 'load_progress_model', 'within_group_auc', 'failure_ranking', 'error_anatomy',
+           'best_threshold']
 
 # %% ../../nbs/630_progress.ipynb #ac18302f
 DENSE_MODES = ("potential", "final", "max")
@@ -169,13 +170,35 @@ def _cross_fit_mse(x: np.ndarray, y: np.ndarray, kind: str) -> float:
     return float(np.mean((fit - y) ** 2))
 
 # %% ../../nbs/630_progress.ipynb #3618b2b4
-def error_anatomy(reward, success, groups, threshold: float = 0.5) -> dict:
-    "Offset, monotone shape, blind spots, false alarms and ranking noise of rewards against real success."
+def within_group_auc(reward, success, groups) -> float:
+    "AUC over (success, failure) pairs of the same group, pooled over mixed groups: the ranking GRPO's update uses."
+    x, y, g = np.asarray(reward, float), np.asarray(success, float), np.asarray(groups)
+    right = pairs = 0.0
+    for key in np.unique(g):
+        m = g == key
+        pos, neg = x[m & (y > 0.5)], x[m & (y <= 0.5)]
+        diff = pos[:, None] - neg[None, :]
+        right, pairs = right + (diff > 0).sum() + 0.5 * (diff == 0).sum(), pairs + diff.size
+    return float(right / pairs) if pairs else math.nan
+
+def failure_ranking(reward, shaped, success, groups) -> float:
+    "Mean within-group Spearman of the reward with the shaped progress, over all-fail groups (where sparse is blind)."
+    from wmrl.world_model.fidelity import within_group_spearman
+    x, s, y, g = (np.asarray(a) for a in (reward, shaped, success, groups))
+    fail = np.isin(g, [k for k in np.unique(g) if not (y[g == k] > 0.5).any()])
+    return within_group_spearman(g[fail], x[fail], s[fail]) if fail.any() else math.nan
+
+# %% ../../nbs/630_progress.ipynb #9b4c926c
+def error_anatomy(reward, success, groups, threshold: float = 0.5, shaped=None) -> dict:
+    """Offset, monotone shape, blind spots, false alarms and ranking noise of rewards against real success; with the
+    simulator's shaped progress, also how the reward orders failures."""
     from wmrl.world_model.fidelity import reliability, within_group_spearman
     x, y, g = np.asarray(reward, float), np.asarray(success, float), np.asarray(groups)
     if not (len(x) == len(y) == len(g)) or len(x) < 10:
         raise ValueError(f"need >= 10 rollouts with equal lengths, got {len(x)}, {len(y)}, {len(g)}")
     both = 0 < y.mean() < 1
+    ranked = {"auc_mixed_groups": within_group_auc(x, y, g),
+              "failure_ranking": failure_ranking(x, shaped, y, g) if shaped is not None else math.nan}
     return {"n": len(x), "success_rate": float(y.mean()), "mean_reward": float(x.mean()),
             "offset": float(x.mean() - y.mean()), "auc": _auc(x, y),
             "within_group_spearman": within_group_spearman(g, x, y),
@@ -184,7 +207,7 @@ def error_anatomy(reward, success, groups, threshold: float = 0.5) -> dict:
             "threshold": float(threshold),
             "blind_spot_rate": float(np.mean(x[y > 0.5] < threshold)) if (y > 0.5).any() else math.nan,
             "false_alarm_rate": float(np.mean(x[y <= 0.5] >= threshold)) if (y <= 0.5).any() else math.nan,
-            "reliability": reliability(x, y, bins=5)}
+            "reliability": reliability(x, y, bins=5), **ranked}
 
 def best_threshold(reward, success) -> float:
     "The threshold with the best balanced accuracy (chosen on training-task rollouts, then applied elsewhere)."

@@ -20,9 +20,10 @@ from .loop import ARM_ORDER, PAPER_TABLE3
 
 # %% auto #0
 __all__ = ['COLUMNS', 'PAIRED_COLUMNS', 'REGIME_KEYS', 'ANATOMY_KEYS', 'ARM_COLOURS', 't_interval', 'paired_interval',
-           'minimum_detectable_effect', 'seeds_needed', 'load_embodied_runs', 'regime_of', 'summarize_embodied',
-           'anatomy_summary', 'ordered_arms', 'results_table', 'paired_table', 'regime_table', 'anatomy_table',
-           'plot_curves', 'plot_heldout', 'plot_anatomy', 'write_report', 'run_embodied_grid', 'cli_reproduce_embodied']
+           'minimum_detectable_effect', 'seeds_needed', 'load_embodied_runs', 'step_cosines', 'regime_of',
+           'summarize_embodied', 'anatomy_summary', 'ordered_arms', 'results_table', 'paired_table', 'regime_table',
+           'anatomy_table', 'plot_curves', 'plot_heldout', 'plot_anatomy', 'write_report', 'run_embodied_grid',
+           'cli_reproduce_embodied']
 
 # %% ../../nbs/660_report.ipynb #f17d406b
 def t_interval(values, level: float = 0.95) -> dict:
@@ -76,11 +77,19 @@ def load_embodied_runs(runs_dir) -> dict[str, dict[int, dict]]:
 # %% ../../nbs/660_report.ipynb #18697972
 REGIME_KEYS = ("informative_share", "candidate_groups", "degenerate_groups", "flattened_groups", "grad_cos_real")
 
+def step_cosines(curve: dict) -> list[float]:
+    """A run's per-step cosines with the all-real step. A step whose own gradient was zero while all-real GRPO's was
+    not (sparse_scarce when its anchor group is degenerate) counts 0: skipping it would credit an arm for the steps
+    it sat out. Steps where all-real GRPO itself had no mixed group are undefined and skipped."""
+    mixed = curve.get("informative_groups") or []
+    return [c if c == c else 0.0 for i, c in enumerate(curve.get("grad_cos_real") or [])
+            if c is not None and (c == c or (i < len(mixed) and mixed[i] > 0))]
+
 def regime_of(metrics: dict) -> dict:
     "One run's regime, averaged over its steps (NaN where a run predates the logging)."
     curve, stats, groups = metrics["curve"], metrics.get("stats") or [], metrics["config"].get("groups_per_step", 10)
     mean = lambda xs: float(np.mean(xs)) if xs and None not in xs else math.nan
-    cosines = [c for c in curve.get("grad_cos_real") or [] if c is not None and c == c]  # NaN: no mixed group that step
+    cosines = step_cosines(curve)
     return {"informative_share": 100 * mean(curve.get("informative_groups") or []) / groups,
             "candidate_groups": mean(curve.get("candidate_groups") or []),
             "degenerate_groups": mean([row.get("n_degenerate_groups") for row in stats]),
@@ -123,8 +132,8 @@ def summarize_embodied(runs_dir, reference: str = "dense_calib") -> dict:
     return summary
 
 # %% ../../nbs/660_report.ipynb #3a69d362
-ANATOMY_KEYS = ("success_rate", "mean_reward", "offset", "auc", "within_group_spearman", "mse_linear_cv",
-                "mse_isotonic_cv", "blind_spot_rate", "false_alarm_rate")
+ANATOMY_KEYS = ("success_rate", "mean_reward", "offset", "auc", "within_group_spearman", "auc_mixed_groups",
+                "failure_ranking", "mse_linear_cv", "mse_isotonic_cv", "blind_spot_rate", "false_alarm_rate")
 
 def anatomy_summary(runs: dict) -> dict:
     "Mean (and t-interval) over seeds of each anatomy entry, for ID and OOD tasks."
@@ -133,7 +142,7 @@ def anatomy_summary(runs: dict) -> dict:
     for split in ("ID", "OOD"):
         rows = [a[split] for a in per_seed.values() if split in a]
         if rows:
-            out[split] = {k: t_interval([r[k] for r in rows if r[k] is not None and not math.isnan(r[k])]) for k in ANATOMY_KEYS}
+            out[split] = {k: t_interval([r[k] for r in rows if r.get(k) is not None and not math.isnan(r[k])]) for k in ANATOMY_KEYS}
             out[split]["reliability"] = rows[0]["reliability"]
     return out
 
@@ -143,6 +152,8 @@ def ordered_arms(arms) -> list[str]:
     return [a for a in ARM_ORDER if a in arms] + sorted(a for a in arms if a not in ARM_ORDER)
 
 def _fmt(cell: dict, digits: int = 1) -> str:
+    if cell["n"] == 0:
+        return "—"  # not measured (an entry older runs do not log)
     if math.isnan(cell["half_width"]):
         return f"{cell['mean']:.{digits}f}"
     return f"{cell['mean']:.{digits}f} ± {cell['half_width']:.{digits}f}"

@@ -1,0 +1,59 @@
+"""The world model's within-group anatomy: does it order the rollouts of one group the way success and progress do?
+
+GRPO standardises rewards inside each group, so levels cancel and only the order inside a group reaches the update.
+For each seed's SFT policy (the grid's cached checkpoints) this rolls out held-out init states of every task and
+scores the same rollouts with the frozen progress model and, as the reference a good dense reward would reach, with
+Meta-World's own shaped reward (`wmrl.embodied.oracle`, instrument `clean`). It prints, per model and split, the mean
+and 95% t-interval over seeds of `wmrl.embodied.progress.error_anatomy`: pooled AUC, within-group Spearman, AUC in
+mixed groups (success/failure pairs of one group) and failure ranking (inside all-fail groups, Spearman against the
+shaped progress). The ID column is held-out init states of the tasks the model trained on (the paper's OOD split);
+OOD is tasks it never saw (a stress column).
+
+    .venv/bin/python reproductions/bench/embodied_anatomy.py --cache /tmp/emb_full6/cache --eval-inits 40 41 42 43
+"""
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from wmrl.autoresearch.runner import expand_grid, load_grid
+from wmrl.embodied.loop import EmbodiedConfig, evaluate, sft_policy, world_model
+from wmrl.embodied.oracle import OracleReward
+from wmrl.embodied.report import ANATOMY_KEYS, t_interval
+from wmrl.embodied.sim import EnvPool
+
+KEYS = ("success_rate", "auc", "within_group_spearman", "auc_mixed_groups", "failure_ranking")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", default="reproductions/grids/embodied_full.yaml")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the grid's")
+    parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="default: the grid's held-out inits")
+    parser.add_argument("--cache", required=True, help="the grid's cache (progress model and SFT checkpoints)")
+    args = parser.parse_args(argv)
+    grid = load_grid(args.grid)
+    base = EmbodiedConfig.from_dict({k: v for k, v in expand_grid(grid)[0].params.items() if k != "cache_dir"})
+    if args.eval_inits:
+        base = replace(base, eval_inits=tuple(args.eval_inits))
+    per_seed = {"progress": [], "oracle": []}
+    for seed in args.seeds if args.seeds is not None else grid["seeds"]:
+        config = replace(base, seed=seed)
+        pool = EnvPool(config.tasks)
+        policy, _ = sft_policy(config, pool, Path(args.cache))
+        models = {"progress": world_model(config, pool, Path(args.cache))[0], "oracle": OracleReward("clean", 1.0, seed=17)}
+        for name, model in models.items():  # the same rollouts for both: evaluate's stream is fixed by (seed, step)
+            anatomy = evaluate(policy, config, pool, 0, model)["anatomy"]
+            per_seed[name].append(anatomy)
+            print(json.dumps({"seed": seed, "model": name, **{s: {k: round(anatomy[s][k], 3) for k in KEYS} for s in anatomy}}),
+                  file=sys.stderr)
+    out = {name: {split: {k: t_interval([a[split][k] for a in rows if a[split][k] == a[split][k]]) for k in ANATOMY_KEYS}
+                  for split in ("ID", "OOD")} for name, rows in per_seed.items()}
+    print(json.dumps({"grid": args.grid, "seeds": args.seeds or grid["seeds"], "eval_inits": list(base.eval_inits),
+                      "rollouts_per_init": base.rollouts_per_init, "anatomy": out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
