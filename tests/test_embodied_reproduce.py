@@ -76,7 +76,14 @@ def test_quick_embodied_reproduction(tmp_path):
         cosines = [c for c in run["curve"]["grad_cos_real"] if c == c]
         assert cosines and all(-1 - 1e-6 <= c <= 1 + 1e-6 for c in cosines), name
         if run["arm"] in ("sparse", "sparse_dynamic"):  # all-real GRPO against itself: the positive control
-            assert all(abs(c - 1) < 1e-4 for c in cosines), (name, cosines)
+            assert all(abs(c - 1) < 1e-6 for c in cosines), (name, cosines)
+            assert all(c != c for c in run["curve"]["grad_cos_real_wm"]), name  # no world-model rows to measure
+        if run["arm"] == "dense_raw":  # no anchors: the world model's rows are all the rows
+            same = [[c if c == c else None for c in run["curve"][k]] for k in ("grad_cos_real_wm", "grad_cos_real")]
+            assert same[0] == same[1], name
+        if run["arm"] in ("dense_calib", "dense_calib_ordered"):  # anchors excluded: a measure of its own
+            wm = [c for c in run["curve"]["grad_cos_real_wm"] if c == c]
+            assert wm and all(-1 - 1e-6 <= c <= 1 + 1e-6 for c in wm) and wm != cosines, name
         if run["arm"] in ("dense_calib", "dense_calib_ordered"):
             assert run["stats"][-1]["calibrated"], f"{name}: Online Debiasing never fitted"
             assert any(s["anchor_weight"] != 1.0 for s in run["stats"]), f"{name}: the anchor weight never moved"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -268,11 +269,15 @@ def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     result = corrector.correct(np.repeat(keys, G), scored["reward"], real, categories=[config.tasks[t] for t in rows_task])
     all_real = group_advantages(batch.success, np.repeat(np.arange(len(keys)), G)).advantages  # measured, never trained on
     cosine = gradient_alignment(state["policy"], batch, result.weighted_advantages, all_real, config.temperature)
+    wm = ~anchor_rows  # the world model's rows alone: what calibration acts on (anchor rows carry real success)
+    cosine_wm = (gradient_alignment(state["policy"], batch, np.where(wm, result.weighted_advantages, 0.0),
+                                    np.where(wm, all_real, 0.0), config.temperature) if wm.any() else math.nan)
     update = grpo_update(state["policy"], state["optimiser"], batch, result.weighted_advantages, temperature=config.temperature)
     return {"step": step, "train_success": float(batch.success.mean()),
             "real_labels": int(anchor_rows.sum()) + executed - len(batch.task),  # dynamic sampling reads every rollout
             "informative_groups": int(_mixed(batch.success, G).sum()), "candidate_groups": executed // G,
             "grad_cos_real": cosine,  # cosine of this step's policy gradient with all-real GRPO's on the same rollouts
+            "grad_cos_real_wm": cosine_wm,  # the same on the non-anchor rows only (NaN when every row is real)
             "sim_cpu_s": batch.sim_cpu_s, "policy_cpu_s": batch.policy_cpu_s, "wm_cpu_s": scored["wm_cpu_s"],
             "update_cpu_s": update["cpu_s"], "rows_trained": update["rows"], "anchor_groups": int(is_anchor.sum()),
             "stats": {k: v for k, v in result.stats.items() if isinstance(v, (int, float, bool))}}
@@ -360,7 +365,8 @@ def _metrics(state: dict, config: EmbodiedConfig, final: dict, wall_s: float, cp
             "anatomy_sft": state["evals"][0].get("anatomy"), "anatomy_final": final.get("anatomy"),
             "evals": [{k: v for k, v in e.items() if k != "anatomy"} for e in state["evals"]],
             "curve": {key: [row.get(key) for row in log] for key in ("step", "train_success", "real_labels",
-                                                                      "informative_groups", "candidate_groups", "grad_cos_real")},
+                                                                      "informative_groups", "candidate_groups", "grad_cos_real",
+                                                                      "grad_cos_real_wm")},
             "stats": [row["stats"] for row in log], "ledger": ledger,
             "world_model": {"fingerprint": state["model"].fingerprint, **state["wm_info"]}, "sft": state["sft_info"],
             "run_wall_s": wall_s, "run_cpu_s": cpu_s}

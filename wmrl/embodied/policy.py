@@ -156,7 +156,8 @@ def grpo_update(policy: TokenPolicy, optimiser, batch: Rollouts, weighted_advant
 
 # %% ../../nbs/620_policy.ipynb #da9d85ce
 def gradient_alignment(policy: TokenPolicy, batch: Rollouts, weights, reference, temperature: float = 1.0) -> float:
-    "Cosine between the policy gradients of two per-rollout weightings of the same rollouts (NaN if either is zero)."
+    """Cosine between the policy gradients of two per-rollout weightings of the same rollouts: NaN if the reference's
+    is zero (nothing to align with), 0 if only the first is (a step that does not move has no alignment)."""
     import torch
     weights, reference = (np.asarray(w, dtype=np.float32) for w in (weights, reference))
     if weights.shape != reference.shape or weights.shape != (len(batch.task),):
@@ -166,6 +167,8 @@ def gradient_alignment(policy: TokenPolicy, batch: Rollouts, weights, reference,
         return math.nan
     logp, params = rollout_logprobs(policy, batch.take(rows), temperature), list(policy.net.parameters())
     flat = [torch.cat([g.flatten() for g in torch.autograd.grad((torch.from_numpy(w[rows]) * logp).sum(), params,
-                                                                 retain_graph=True)]) for w in (weights, reference)]
+                                                                 retain_graph=True)]).double() for w in (weights, reference)]
     norms = [float(f.norm()) for f in flat]
-    return float(flat[0] @ flat[1]) / (norms[0] * norms[1]) if min(norms) > 0 else math.nan
+    if norms[1] == 0:
+        return math.nan
+    return float(flat[0] @ flat[1]) / (norms[0] * norms[1]) if norms[0] > 0 else 0.0

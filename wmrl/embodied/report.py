@@ -75,15 +75,18 @@ def load_embodied_runs(runs_dir) -> dict[str, dict[int, dict]]:
     return runs
 
 # %% ../../nbs/660_report.ipynb #18697972
-REGIME_KEYS = ("informative_share", "candidate_groups", "degenerate_groups", "flattened_groups", "grad_cos_real")
+REGIME_KEYS = ("informative_share", "candidate_groups", "degenerate_groups", "flattened_groups", "grad_cos_real",
+               "grad_cos_real_wm")
 
-def step_cosines(curve: dict) -> list[float]:
+def step_cosines(curve: dict, key: str = "grad_cos_real") -> list[float]:
     """A run's per-step cosines with the all-real step. A step whose own gradient was zero while all-real GRPO's was
     not (sparse_scarce when its anchor group is degenerate) counts 0: skipping it would credit an arm for the steps
-    it sat out. Steps where all-real GRPO itself had no mixed group are undefined and skipped."""
+    it sat out (runs since `gradient_alignment` logs that 0 itself; older runs logged NaN, read here by the step's
+    mixed groups). Steps where all-real GRPO itself had no mixed group are undefined and skipped."""
     mixed = curve.get("informative_groups") or []
-    return [c if c == c else 0.0 for i, c in enumerate(curve.get("grad_cos_real") or [])
-            if c is not None and (c == c or (i < len(mixed) and mixed[i] > 0))]
+    fill = key == "grad_cos_real"  # the WM-rows cosine is new: its NaN already means the reference did not move
+    return [c if c == c else 0.0 for i, c in enumerate(curve.get(key) or [])
+            if c is not None and (c == c or (fill and i < len(mixed) and mixed[i] > 0))]
 
 def regime_of(metrics: dict) -> dict:
     "One run's regime, averaged over its steps (NaN where a run predates the logging)."
@@ -93,7 +96,8 @@ def regime_of(metrics: dict) -> dict:
     return {"informative_share": 100 * mean(curve.get("informative_groups") or []) / groups,
             "candidate_groups": mean(curve.get("candidate_groups") or []),
             "degenerate_groups": mean([row.get("n_degenerate_groups") for row in stats]),
-            "flattened_groups": mean([row.get("n_flattened_groups") for row in stats]), "grad_cos_real": mean(cosines)}
+            "flattened_groups": mean([row.get("n_flattened_groups") for row in stats]), "grad_cos_real": mean(cosines),
+            "grad_cos_real_wm": mean(step_cosines(curve, "grad_cos_real_wm"))}
 
 # %% ../../nbs/660_report.ipynb #dcd8bcb3
 def _arm_row(seeds: dict[int, dict]) -> dict:
@@ -101,7 +105,7 @@ def _arm_row(seeds: dict[int, dict]) -> dict:
     return {"seeds": sorted(seeds), **{c: t_interval([m["heldout"][c] for m in seeds.values()]) for c in COLUMNS},
             "real_labels": ledger("real_labels"), "sim_cpu_s": ledger("sim_cpu_s"), "wm_cpu_s": ledger("wm_cpu_s"),
             "update_cpu_s": ledger("update_cpu_s"), "run_cpu_s": t_interval([m["run_cpu_s"] for m in seeds.values()]),
-            "regime": {k: t_interval([regime_of(m)[k] for m in seeds.values()]) for k in REGIME_KEYS},
+            "regime": {k: t_interval([v for m in seeds.values() if (v := regime_of(m)[k]) == v]) for k in REGIME_KEYS},
             "per_task": {t: float(np.mean([m["heldout"]["per_task"][t] for m in seeds.values()]))
                          for t in next(iter(seeds.values()))["heldout"]["per_task"]}}
 
@@ -126,8 +130,11 @@ def summarize_embodied(runs_dir, reference: str = "dense_calib") -> dict:
             for arm, seeds in runs.items() if arm != reference}
         summary["paired_vs_sft"] = {arm: paired_interval({s: m["heldout"]["Overall"] for s, m in seeds.items()},
                                                          {s: sft[s]["Overall"] for s in seeds}) for arm, seeds in runs.items()}
-        cosine = lambda arm: {s: regime_of(m)["grad_cos_real"] for s, m in runs[arm].items()}  # the step's direction
+        cosine = lambda arm, key="grad_cos_real": {s: v for s, m in runs[arm].items() if (v := regime_of(m)[key]) == v}
         summary["paired_cosine_vs_" + reference] = {arm: paired_interval(cosine(reference), cosine(arm)) for arm in runs if arm != reference}
+        wm = {arm: cosine(arm, "grad_cos_real_wm") for arm in runs}  # the world model's rows alone (none for sparse arms)
+        summary["paired_cosine_wm_vs_" + reference] = {arm: paired_interval(wm[reference], wm[arm]) for arm in runs
+                                                       if arm != reference and len(set(wm[arm]) & set(wm[reference])) > 1}
     summary["anatomy"] = anatomy_summary(runs)
     return summary
 
@@ -181,12 +188,13 @@ def paired_table(summary: dict, reference: str = "dense_calib") -> str:
         sd = cells["Overall"].get("sd", math.nan)
         need = seeds_needed(sd, 3.0) if sd == sd else "—"
         lines.append(f"| {arm} | " + " | ".join(cell(cells[c]) for c in PAIRED_COLUMNS) + f" | {len(cells['Overall']['seeds'])} | {need} |")
-    cosines = summary.get("paired_cosine_vs_" + reference, {})
-    if cosines:
-        lines += ["", f"| {reference} minus, cos(step, all-real step) averaged over steps | mean [95% paired CI] (MDE) | seeds |",
-                  "|---|---|---|"]
-        lines += [f"| {arm} | {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] (MDE {c['mde']:.3f}) | {len(c['seeds'])} |"
-                  for arm, c in cosines.items()]
+    for key, rows in (("", "all rows"), ("_wm", "the world model's rows only")):
+        cosines = summary.get(f"paired_cosine{key}_vs_" + reference, {})
+        if cosines:
+            lines += ["", f"| {reference} minus, cos(step, all-real step) on {rows}, averaged over steps | mean [95% paired CI] (MDE) "
+                      "| seeds |", "|---|---|---|"]
+            lines += [f"| {arm} | {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}] (MDE {c['mde']:.3f}) | {len(c['seeds'])} |"
+                      for arm, c in cosines.items()]
     sft = summary.get("paired_vs_sft", {})
     if sft:
         lines += ["", "| arm minus its own SFT checkpoint | Overall | seeds |", "|---|---|---|"]
@@ -200,7 +208,8 @@ def regime_table(summary: dict) -> str:
              "| this miniature | " + " | ".join(_fmt(summary["sft_mixed"][k]) for k in ("ID", "OOD")) + " |",
              f"| the paper (Table 3, LIBERO-Long SFT) | {paper['ID']:.1f} | {paper['OOD']:.1f} |", "",
              "| arm (per step, mean ± 95% over seeds) | trained groups of mixed success (%) | groups rolled out | "
-             "degenerate groups | of which calibration flattened | cos(step, all-real step) |", "|---|---|---|---|---|---|"]
+             "degenerate groups | of which calibration flattened | cos(step, all-real step) | the same, WM rows only |",
+             "|---|---|---|---|---|---|---|"]
     for arm in ordered_arms(summary["arms"]):
         lines.append(f"| {arm} | " + " | ".join(_fmt(summary["arms"][arm]["regime"][k]) for k in REGIME_KEYS) + " |")
     return "\n".join(lines)
