@@ -123,11 +123,12 @@ def test_written_config_keeps_libero_from_prompting(tmp_path):
     assert bare.returncode != 0 and "EOFError" in bare.stderr  # without the config it would wait on stdin
 
 
-def test_action_tokens_round_trip_to_the_bins_and_the_gripper_maps_to_libero():
-    vocab, bins = 32_064, 256
-    k = np.arange(bins)
-    values = L.decode_action_tokens(vocab - 1 - k, vocab, bins)
-    assert np.all(np.diff(values) > 0) and values[0] > -1 and values[-1] < 1
-    assert np.allclose(np.diff(values), 2 / bins)
+def test_action_tokens_decode_as_openvla_does_and_the_gripper_maps_to_libero():
+    vocab = 32_000  # the tokenizer's text vocabulary, not the padded logits width (32,064)
+    values = L.decode_action_tokens(vocab - np.arange(1, 257), vocab)
+    assert np.allclose(np.diff(values[:255]), 2 / 255) and values[255] == values[254]  # 255 bins between 256 edges
+    assert np.isclose(values[0], -1 + 1 / 255) and np.isclose(values[254], 1 - 1 / 255)
+    grid = np.linspace(-1, 1, 501)
+    assert np.abs(L.decode_action_tokens(L.encode_actions(grid)) - grid).max() <= 1 / 255 + 1e-12
     out = L.libero_gripper(np.array([[0.1] * 6 + [1.0], [0.1] * 6 + [0.0]]))
     assert out[:, -1].tolist() == [-1.0, 1.0] and np.allclose(out[:, :6], 0.1)  # open, close; the rest untouched

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import json
 import os
 import pickle
 import zipfile
@@ -22,8 +23,9 @@ import numpy as np
 __all__ = ['SUITES', 'MAX_STEPS', 'SETTLE_STEPS', 'DUMMY_ACTION', 'ROLLOUTS_PER_INIT', 'ACTION_DIM', 'ASSET_REPO', 'ASSET_DIRS',
            'LiberoNotInstalled', 'libero_root', 'LiberoTask', 'suite_tasks', 'init_states', 'goal_predicates',
            'LiberoAssetsMissing', 'write_libero_config', 'require_libero_assets', 'Episode', 'run_episode',
-           'make_libero_env', 'vla_prompt', 'decode_action_tokens', 'unnormalize', 'libero_gripper', 'VLAPolicy',
-           'sample_frames', 'ProgressAdapter', 'robometer_from_checkpoint', 'evaluate_libero', 'gpu_memory_gib']
+           'make_libero_env', 'vla_prompt', 'encode_actions', 'decode_action_tokens', 'resolve_unnorm_key',
+           'unnormalize', 'libero_gripper', 'vla_image', 'vla_model_class', 'VLAPolicy', 'sample_frames',
+           'ProgressAdapter', 'robometer_from_checkpoint', 'evaluate_libero', 'gpu_memory_gib']
 
 # %% ../../nbs/650_libero.ipynb #9d24fe49
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
@@ -196,13 +198,28 @@ def make_libero_env(task: LiberoTask, resolution: int = 256, assets=None, config
 def vla_prompt(instruction: str) -> str:
     return f"In: What action should the robot take to {instruction.lower().rstrip('.')}?\nOut:"
 
-def decode_action_tokens(token_ids, vocab_size: int, bins: int = 256) -> np.ndarray:
-    "(..., 7) token ids -> normalised actions in [-1, 1] at the bin centres."
+def encode_actions(actions, vocab_size: int = 32_000, bins: int = 256) -> np.ndarray:
+    "Normalised actions in [-1, 1] -> token ids, OpenVLA's way: `bins` edges, id = v - digitize (the reference decode inverts)."
+    edges = np.linspace(-1.0, 1.0, bins)
+    return vocab_size - np.digitize(np.clip(np.asarray(actions, float), -1.0, 1.0), edges)
+
+def decode_action_tokens(token_ids, vocab_size: int = 32_000, bins: int = 256) -> np.ndarray:
+    """(..., 7) token ids -> normalised actions at the centres of the `bins - 1` bins between `bins` edges.
+    `vocab_size` is the tokenizer's text vocabulary, not the padded logits width."""
     ids = np.asarray(token_ids)
-    k = vocab_size - 1 - ids
-    if k.size and (k.min() < 0 or k.max() >= bins):
-        raise ValueError(f"token ids must be among the last {bins} of a {vocab_size}-token vocabulary")
-    return -1.0 + (k + 0.5) * 2.0 / bins
+    d = vocab_size - ids
+    if d.size and (d.min() < 1 or d.max() > bins):
+        raise ValueError(f"token ids must be among the last {bins} of a {vocab_size}-token text vocabulary "
+                         f"(ids {vocab_size - bins}..{vocab_size - 1}); got {ids.min()}..{ids.max()}")
+    edges = np.linspace(-1.0, 1.0, bins)
+    return ((edges[:-1] + edges[1:]) / 2)[np.clip(d - 1, 0, bins - 2)]
+
+def resolve_unnorm_key(norm_stats: dict, wanted: str) -> str:
+    "The dataset key to de-normalise with: `wanted`, else `wanted + '_no_noops'` (the official LIBERO fine-tunes' key)."
+    for key in (wanted, f"{wanted}_no_noops"):
+        if key in norm_stats:
+            return key
+    raise KeyError(f"no action statistics for {wanted!r} (nor {wanted}_no_noops) in this checkpoint; it has {sorted(norm_stats)}")
 
 def unnormalize(actions, q01, q99, mask=None) -> np.ndarray:
     "[-1, 1] -> the dataset's range, on the dimensions `mask` selects (the gripper usually stays as it is)."
@@ -217,8 +234,38 @@ def libero_gripper(actions) -> np.ndarray:
     return a
 
 # %% ../../nbs/650_libero.ipynb #45660db3
+def vla_image(frame, size: int = 224, center_crop: bool = True, jpeg_quality: int = 95) -> np.ndarray:
+    "A LIBERO agentview frame (H, W, 3) -> the (size, size, 3) uint8 image a LIBERO-fine-tuned VLA expects."
+    from PIL import Image
+    image = Image.fromarray(np.ascontiguousarray(np.asarray(frame, dtype=np.uint8)[::-1, ::-1]))
+    if jpeg_quality:
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=jpeg_quality)
+        image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+    image = image.resize((size, size), Image.LANCZOS)
+    if center_crop:
+        side = size * 0.9 ** 0.5
+        lo = (size - side) / 2
+        image = image.resize((size, size), Image.BILINEAR, box=(lo, lo, lo + side, lo + side))
+    return np.asarray(image)
+
+# %% ../../nbs/650_libero.ipynb #b489f586
+def vla_model_class(checkpoint):
+    "The model class an OpenVLA-format checkpoint names in its `auto_map` (remote code, loaded from the folder)."
+    path = Path(checkpoint)
+    config = json.loads((path / "config.json").read_text())
+    if "vla" in config:
+        raise NotImplementedError(f"{path} is a Prismatic-format checkpoint (MiniVLA): it loads with openvla-mini's "
+                                  "`prismatic.load_vla`, which wmrl does not wrap yet (issue 28); OpenVLA-format folders load here")
+    auto_map = config.get("auto_map", {})
+    reference = auto_map.get("AutoModelForVision2Seq") or auto_map.get("AutoModelForImageTextToText")
+    if reference is None:
+        raise ValueError(f"{path}/config.json names no VLA class in auto_map (has {sorted(auto_map)})")
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+    return get_class_from_dynamic_module(reference, str(path))
+
 class VLAPolicy:
-    "A LIBERO policy from an OpenVLA-format checkpoint (MiniVLA exports the same interface): image + instruction -> 7-D action."
+    "A LIBERO policy from an OpenVLA-format checkpoint: image + instruction -> 7-D action (greedy, batch 1)."
     def __init__(self, checkpoint, unnorm_key: str = "libero_10", device: str = "cuda"):
         path = Path(checkpoint)
         if not (path / "config.json").is_file():
@@ -226,18 +273,17 @@ class VLAPolicy:
                                     "(Stanford-ILIAD's MiniVLA collection, or openvla/openvla-7b); download one with "
                                     f"`huggingface-cli download <repo> --local-dir {path}` on a box with hub access")
         import torch
-        from transformers import AutoModelForVision2Seq, AutoProcessor
+        from transformers import AutoProcessor
         self.processor = AutoProcessor.from_pretrained(path, trust_remote_code=True)
-        self.model = AutoModelForVision2Seq.from_pretrained(path, torch_dtype=torch.bfloat16, trust_remote_code=True).to(device)
-        self.unnorm_key, self.device = unnorm_key, device
+        self.model = vla_model_class(path).from_pretrained(path, torch_dtype=torch.bfloat16).to(device)
+        self.unnorm_key, self.device = resolve_unnorm_key(self.model.norm_stats, unnorm_key), device
 
     def __call__(self, obs: dict, instruction: str) -> np.ndarray:
-        "One action for LIBERO: the agentview frame (flipped upright), the prompt, OpenVLA's predict_action, the gripper map."
+        "One action for LIBERO: the preprocessed frame (`vla_image`), the prompt, OpenVLA's predict_action, the gripper map."
         import torch
         from PIL import Image
-        image = Image.fromarray(np.ascontiguousarray(obs["agentview_image"][::-1, ::-1])).resize((224, 224), Image.LANCZOS)
-        inputs = self.processor(vla_prompt(instruction), image).to(self.device, dtype=torch.bfloat16)
-        action = self.model.predict_action(**inputs, unnorm_key=self.unnorm_key, do_sample=False)
+        inputs = self.processor(vla_prompt(instruction), Image.fromarray(vla_image(obs["agentview_image"])))
+        action = self.model.predict_action(**inputs.to(self.device, dtype=torch.bfloat16), unnorm_key=self.unnorm_key, do_sample=False)
         return libero_gripper(np.asarray(action, dtype=float))
 
 # %% ../../nbs/650_libero.ipynb #d9aa89cb
