@@ -245,6 +245,9 @@ def _supervise(req, result, dest):
             if not select_one(pidfd, 5.0): os.kill(init, signal.SIGKILL)
             break
     _, init_status, usage = os.wait4(init, 0)
+    # a job can pass the output cap between two polls and die of it (EFBIG at RLIMIT_FSIZE) or exit: count it as the
+    # cold backends do, which read every byte
+    overflow = overflow or os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]
     wall = time.monotonic() - started
     if cpu_fd is not None: os.close(cpu_fd)
     refused = _leave_groups(groups, req)
