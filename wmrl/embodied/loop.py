@@ -71,6 +71,7 @@ class EmbodiedConfig:
     per_task_maps: bool = True  # per-task isotonic maps shrunk to the pooled one
     half_life: float = 16.0  # EMA half-life of s², in anchor groups
     warmup: int = 4  # anchor groups before the anchor weight moves
+    weight_scale: str = "bias_corrected"  # the anchor weight's c: fixed at warm-up ("bias_corrected") or 1 ("paper": reads s²'s level)
     ties: str = "flat"  # inside a flat isotonic run: "flat" (published) or "raw" (kept in the world model's order)
     dynamic_sampling: int = 0  # grpo_real only: extra rounds of M candidate groups to keep M of mixed success (0: off)
     eval_every: int = 0  # held-out evaluation every k steps (0: before and after training only)
@@ -98,6 +99,7 @@ def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
     return CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed,
                             min_pairs=config.min_pairs, refit_every=config.refit_every,
                             per_category=config.per_task_maps, half_life=config.half_life, warmup=config.warmup,
+                            weight_scale=config.weight_scale,
                             ties=config.ties, s2_cap=None)  # the release's uncapped s², as the committed embodied runs
 
 def arm_of(config: EmbodiedConfig) -> str:
@@ -117,6 +119,7 @@ def arm_of(config: EmbodiedConfig) -> str:
         raise ValueError("instruments act on the oracle reward: set world_model='oracle'")
     arm = ARM_OF_METHOD.get(config.method, config.method)
     return (arm + ("_dynamic" if config.dynamic_sampling else "") + ("_ordered" if config.ties == "raw" else "")
+            + (f"_{config.weight_scale}_weight" if config.weight_scale != "bias_corrected" else "")
             + (f"_oracle_{config.instrument}" if config.world_model == "oracle" else ""))
 
 def embodied_config(params: dict) -> dict:
