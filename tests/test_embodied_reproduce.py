@@ -111,6 +111,30 @@ def test_every_arm_trains_through_the_kits_correction_step(tmp_path, monkeypatch
     assert calls == [m for m in ARMS.values() for _ in range(2)]
 
 
+def test_the_pixel_world_model_trains_once_scores_every_step_and_resumes(tmp_path):
+    """world_model='pixels': the CNN trains once into the cache (on noisy experts and a behaviour policy of its own
+    seed), scores every dense step from frames rendered off the recorded states, and a killed run resumes to the
+    metrics of an unbroken one."""
+    from wmrl.embodied.loop import WM_POLICY_SEED, EmbodiedConfig, run_embodied
+    from wmrl.embodied.pixels import load_pixel_model
+    tiny = dict(method="wmrl", world_model="pixels", train_tasks=("reach-v3",), heldout_tasks=("drawer-close-v3",),
+                train_inits=4, eval_inits=(40,), rollouts_per_init=2, groups_per_step=3, steps=2, budget=60,
+                demos_per_task=1, sft_epochs=5, wm_inits=2, wm_noises=(0.0, 2.0), wm_policy_rollouts=2,
+                cache_dir=str(tmp_path / "cache"))
+    config = EmbodiedConfig(**tiny)
+    assert run_embodied(config, tmp_path / "killed", progress=False, stop_after=1) == {"stopped_at": 1}
+    resumed = run_embodied(config, tmp_path / "killed", progress=False)
+    whole = run_embodied(config, tmp_path / "whole", progress=False)
+    (model_file,) = (tmp_path / "cache").glob("pixel_model_*.npz")
+    assert resumed["arm"] == "dense_calib_pixels"
+    assert resumed["world_model"]["fingerprint"] == load_pixel_model(model_file).fingerprint
+    assert len(list((tmp_path / "cache").glob("sft_*.pt"))) == 2  # the arm's seed and the behaviour policy's
+    assert WM_POLICY_SEED != config.seed
+    assert whole["ledger"]["wm_cpu_s"] > 0  # rendering and reading are charged to the world model
+    assert resumed["heldout"]["Overall"] == whole["heldout"]["Overall"]
+    assert resumed["curve"]["train_success"] == whole["curve"]["train_success"]
+
+
 def test_bad_grid_is_one_line_on_stderr(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nmethods: [sparse]\nseeds: [0]\n")
@@ -123,7 +147,7 @@ def test_bad_grid_is_one_line_on_stderr(tmp_path):
 
 def test_importing_the_embodied_modules_loads_no_simulator_or_torch():
     code = ("import json, sys, wmrl.embodied.report, wmrl.embodied.loop, wmrl.embodied.policy, wmrl.embodied.progress, "
-            "wmrl.embodied.sim, wmrl.embodied.libero; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+            "wmrl.embodied.pixels, wmrl.embodied.sim, wmrl.embodied.libero; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'torch', 'metaworld', 'mujoco', 'gymnasium', 'libero', 'robosuite'})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -2,14 +2,18 @@
 
 GRPO standardises rewards inside each group, so levels cancel and only the order inside a group reaches the update.
 For each seed's SFT policy (the grid's cached checkpoints) this rolls out held-out init states of every task and
-scores the same rollouts with the frozen progress model and, as the reference a good dense reward would reach, with
-Meta-World's own shaped reward (`wmrl.embodied.oracle`, instrument `clean`). It prints, per model and split, the mean
+scores the same rollouts with the frozen world models (the state MLP of nbs/630_progress, the pixel CNN of
+nbs/632_pixels) and, as the reference a good dense reward would reach, with Meta-World's own shaped reward (`wmrl.embodied.oracle`, instrument `clean`). It prints, per model and split, the mean
 and 95% t-interval over seeds of `wmrl.embodied.progress.error_anatomy`: pooled AUC, within-group Spearman, AUC in
 mixed groups (success/failure pairs of one group) and failure ranking (inside all-fail groups, Spearman against the
 shaped progress). The ID column is held-out init states of the tasks the model trained on (the paper's OOD split);
 OOD is tasks it never saw (a stress column).
 
     .venv/bin/python reproductions/bench/embodied_anatomy.py --cache /tmp/emb_full6/cache --eval-inits 40 41 42 43
+    .venv/bin/python reproductions/bench/embodied_anatomy.py --cache /tmp/emb/cache --models progress pixels oracle
+
+The pixel model's failure ranking is measured against the shaped progress it was trained to grade failures with (on
+other init states and another policy's rollouts): it says how well that label generalises, not an independent truth.
 """
 import argparse
 import json
@@ -32,17 +36,26 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the grid's")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="default: the grid's held-out inits")
     parser.add_argument("--cache", required=True, help="the grid's cache (progress model and SFT checkpoints)")
+    parser.add_argument("--models", nargs="+", default=["progress", "oracle"], choices=["progress", "pixels", "oracle"])
+    parser.add_argument("--temperature", type=float, default=None, help="default: the grid's")
+    parser.add_argument("--wm-policy-rollouts", type=int, default=None,
+                        help="the pixel model's behaviour-policy rollouts per init (default: the grid's; 0: experts only)")
     args = parser.parse_args(argv)
     grid = load_grid(args.grid)
     base = EmbodiedConfig.from_dict({k: v for k, v in expand_grid(grid)[0].params.items() if k != "cache_dir"})
     if args.eval_inits:
         base = replace(base, eval_inits=tuple(args.eval_inits))
-    per_seed = {"progress": [], "oracle": []}
+    if args.temperature is not None:
+        base = replace(base, temperature=args.temperature)
+    if args.wm_policy_rollouts is not None:
+        base = replace(base, wm_policy_rollouts=args.wm_policy_rollouts)
+    per_seed = {name: [] for name in args.models}
     for seed in args.seeds if args.seeds is not None else grid["seeds"]:
         config = replace(base, seed=seed)
         pool = EnvPool(config.tasks)
         policy, _ = sft_policy(config, pool, Path(args.cache))
-        models = {"progress": world_model(config, pool, Path(args.cache))[0], "oracle": OracleReward("clean", 1.0, seed=17)}
+        models = {name: OracleReward("clean", 1.0, seed=17) if name == "oracle"
+                  else world_model(replace(config, world_model=name), pool, Path(args.cache))[0] for name in args.models}
         for name, model in models.items():  # the same rollouts for both: evaluate's stream is fixed by (seed, step)
             anatomy = evaluate(policy, config, pool, 0, model)["anatomy"]
             per_seed[name].append(anatomy)
@@ -51,6 +64,7 @@ def main(argv=None) -> int:
     out = {name: {split: {k: t_interval([a[split][k] for a in rows if a[split][k] == a[split][k]]) for k in ANATOMY_KEYS}
                   for split in ("ID", "OOD")} for name, rows in per_seed.items()}
     print(json.dumps({"grid": args.grid, "seeds": args.seeds or grid["seeds"], "eval_inits": list(base.eval_inits),
+                      "temperature": base.temperature, "wm_policy_rollouts": base.wm_policy_rollouts, "fingerprints": {n: m.fingerprint for n, m in models.items() if n != "oracle"},
                       "rollouts_per_init": base.rollouts_per_init, "anatomy": out}, indent=1))
     return 0
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +21,14 @@ from .progress import best_threshold, error_anatomy, train_progress_model
 from .sim import HELDOUT_TASKS, TRAIN_TASKS, EnvPool, Rollouts, concat_rollouts, expert_act, rollout
 
 # %% auto #0
-__all__ = ['ARMS', 'ARM_OF_METHOD', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_KNOBS', 'SFT_KNOBS', 'EmbodiedConfig', 'correction_config',
-           'arm_of', 'embodied_config', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of',
-           'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
+__all__ = ['ARMS', 'ARM_OF_METHOD', 'WORLD_MODELS', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_POLICY_SEED', 'WM_KNOBS', 'SFT_KNOBS',
+           'EmbodiedConfig', 'correction_config', 'arm_of', 'embodied_config', 'world_model', 'sft_policy',
+           'table3_row', 'evaluate', 'anatomy_of', 'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
 
 # %% ../../nbs/640_loop.ipynb #2ddac64c
 ARMS = {"sparse": "grpo_real", "dense_raw": "pure_wm", "dense_calib": "wmrl", "sparse_scarce": "anchors_only"}
 ARM_OF_METHOD = {method: arm for arm, method in ARMS.items()}
+WORLD_MODELS = ("progress", "pixels", "oracle")  # EmbodiedConfig.world_model: state MLP, CNN on frames, shaped reward
 ARM_ORDER = ("sparse", "sparse_dynamic", "dense_raw", "dense_calib", "dense_calib_ordered", "sparse_scarce")  # tables
 PAPER_TABLE3 = {  # Table 3 (LIBERO-Long, success %, 8 rollouts per initial state); the arm -> its row
     "sft": {"ID Avg": 37.3, "ID Best@8": 41.3, "ID All@8": 33.1, "OOD Avg": 37.5, "OOD Best@8": 44.7, "OOD All@8": 32.1, "Overall": 37.4},
@@ -62,7 +63,7 @@ class EmbodiedConfig:
     frames: int = 8  # frames the world model reads per rollout (Robometer: 8)
     smooth_k: int = 3  # potential smoothing window
     dense_mode: str = "potential"  # potential | final | max
-    world_model: str = "progress"  # "progress" (the trained model) or "oracle" (Meta-World's shaped reward, nbs/635_oracle)
+    world_model: str = "progress"  # "progress" (state MLP, nbs/630), "pixels" (CNN on rendered frames, nbs/632) or "oracle" (shaped reward, nbs/635)
     instrument: str = "clean"  # oracle only: the known error added to it (wmrl.embodied.oracle.INSTRUMENTS)
     instrument_strength: float = 1.0  # oracle only: the error's scale
     anchor_fraction: float = 0.1  # rho
@@ -75,6 +76,7 @@ class EmbodiedConfig:
     ties: str = "flat"  # inside a flat isotonic run: "flat" (published) or "raw" (kept in the world model's order)
     dynamic_sampling: int = 0  # grpo_real only: extra rounds of M candidate groups to keep M of mixed success (0: off)
     eval_every: int = 0  # held-out evaluation every k steps (0: before and after training only)
+    wm_policy_rollouts: int = 8  # pixels only: rollouts per world-model init state of a behaviour SFT policy (seed 100) added to its data
     cache_dir: str = ""  # shared world model, SFT checkpoints and step-0 evaluations ("" = out_dir/cache)
 
     def to_dict(self) -> dict:
@@ -112,15 +114,16 @@ def arm_of(config: EmbodiedConfig) -> str:
         raise ValueError(f"GRPO samples its groups: temperature must be > 0 (greedy rollouts of one init state are "
                          f"identical and have no log-probability), got {config.temperature}")
     from wmrl.embodied.oracle import INSTRUMENTS
-    if config.world_model not in ("progress", "oracle") or config.instrument not in INSTRUMENTS:
-        raise ValueError(f"world_model is 'progress' or 'oracle' and instrument one of {INSTRUMENTS}, got "
+    if config.world_model not in WORLD_MODELS or config.instrument not in INSTRUMENTS:
+        raise ValueError(f"world_model is one of {WORLD_MODELS} and instrument one of {INSTRUMENTS}, got "
                          f"{config.world_model!r} and {config.instrument!r}")
-    if config.world_model == "progress" and (config.instrument, config.instrument_strength) != ("clean", 1.0):
+    if config.world_model != "oracle" and (config.instrument, config.instrument_strength) != ("clean", 1.0):
         raise ValueError("instruments act on the oracle reward: set world_model='oracle'")
     arm = ARM_OF_METHOD.get(config.method, config.method)
     return (arm + ("_dynamic" if config.dynamic_sampling else "") + ("_ordered" if config.ties == "raw" else "")
             + (f"_{config.weight_scale}_weight" if config.weight_scale != "bias_corrected" else "")
-            + (f"_oracle_{config.instrument}" if config.world_model == "oracle" else ""))
+            + (f"_oracle_{config.instrument}" if config.world_model == "oracle" else "")
+            + ("_pixels" if config.world_model == "pixels" else ""))
 
 def embodied_config(params: dict) -> dict:
     "The grid resolver (`resolver: wmrl.embodied.loop:embodied_config`): every knob with defaults filled in."
@@ -134,28 +137,38 @@ def _key(config: EmbodiedConfig, names) -> str:
     values = {n: getattr(config, n) for n in names}
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=list).encode()).hexdigest()[:12]
 
+WM_POLICY_SEED = 100  # the behaviour policy whose rollouts the pixel model also learns from: no arm's seed
 WM_KNOBS = ("train_tasks", "heldout_tasks", "wm_inits", "wm_noises", "wm_epochs", "frames", "smooth_k", "dense_mode", "budget")
 SFT_KNOBS = ("seed", "train_tasks", "heldout_tasks", "train_inits", "demos_per_task", "sft_epochs", "hidden", "budget")
 
 # %% ../../nbs/640_loop.ipynb #816a79b7
 def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
-    "The frozen progress model (trained on first use, then read from the cache), or the oracle with its instrument."
-    from wmrl.embodied.progress import load_progress_model, save_progress_model
+    "The frozen progress model (state or pixels; trained on first use, then read from the cache), or the oracle."
+    from wmrl.embodied import pixels, progress
     if config.world_model == "oracle":
         from wmrl.embodied.oracle import OracleReward
         return OracleReward(config.instrument, config.instrument_strength, seed=17), {"cached": False, "oracle": config.instrument}
-    path = cache / f"progress_model_{_key(config, WM_KNOBS)}.npz"
+    kind = "pixel_model" if config.world_model == "pixels" else "progress_model"
+    load, save = ((pixels.load_pixel_model, pixels.save_pixel_model) if config.world_model == "pixels"
+                  else (progress.load_progress_model, progress.save_progress_model))
+    path = cache / f"{kind}_{_key(config, WM_KNOBS + (('wm_policy_rollouts',) if config.world_model == 'pixels' else ()))}.npz"
     if path.is_file():
-        return load_progress_model(path), {"cached": True}
+        return load(path), {"cached": True}
     known = np.arange(len(config.train_tasks))
     task_idx = np.repeat(known, config.wm_inits)
     inits = np.tile(np.arange(config.wm_inits), len(known))
     batches = [rollout(pool, task_idx, inits, expert_act(config.tasks, noise=n, seed=17 + i), config.budget)
                for i, n in enumerate(config.wm_noises)]
+    if config.world_model == "pixels" and config.wm_policy_rollouts:  # a policy's failures, as Robometer's data has
+        behaviour = sft_policy(replace(config, seed=WM_POLICY_SEED), pool, cache)[0]
+        G = config.wm_policy_rollouts
+        batches.append(rollout(pool, np.repeat(task_idx, G), np.repeat(inits, G),
+                               behaviour.act(np.random.default_rng([WM_POLICY_SEED, 5]), 1.0), config.budget))
     data = concat_rollouts(batches)
-    model, info = train_progress_model(data, config.tasks, config.train_tasks, epochs=config.wm_epochs,
-                                       frames=config.frames, smooth_k=config.smooth_k, mode=config.dense_mode)
-    save_progress_model(model, path)
+    shape = {"frames": config.frames, "smooth_k": config.smooth_k, "mode": config.dense_mode}
+    model, info = (pixels.train_pixel_model(data, config.tasks, config.train_tasks, **shape) if config.world_model == "pixels"
+                   else train_progress_model(data, config.tasks, config.train_tasks, epochs=config.wm_epochs, **shape))
+    save(model, path)
     return model, {"cached": False, "sim_cpu_s": data.sim_cpu_s, "train_cpu_s": info["cpu_s"],
                    "rollouts": len(data.task), "success_rate": float(data.success.mean())}
 
@@ -304,7 +317,7 @@ def _setup(config: EmbodiedConfig, out_dir: Path) -> dict:
 
 def _initial_eval(state: dict, config: EmbodiedConfig) -> dict:
     "The SFT policy's held-out evaluation (with the world model's anatomy), cached per SFT checkpoint."
-    oracle = ("world_model", "instrument", "instrument_strength") if config.world_model == "oracle" else ()  # its anatomy
+    oracle = ("world_model", "instrument", "instrument_strength") if config.world_model != "progress" else ()  # its anatomy
     path = state["cache"] / f"eval0_{_key(config, SFT_KNOBS + WM_KNOBS + oracle + ('eval_inits', 'rollouts_per_init', 'temperature'))}.json"
     if path.is_file():
         return json.loads(path.read_text())

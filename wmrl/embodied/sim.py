@@ -15,9 +15,9 @@ from functools import cache
 import numpy as np
 
 # %% auto #0
-__all__ = ['TRAIN_TASKS', 'HELDOUT_TASKS', 'ACTION_DIM', 'OBS_DIM', 'N_INIT_STATES', 'ROLLOUT_ARRAYS', 'require_metaworld',
-           'init_state', 'make_env', 'Rollouts', 'EnvPool', 'rollout', 'concat_rollouts', 'expert_policy', 'expert_act',
-           'frames']
+__all__ = ['TRAIN_TASKS', 'HELDOUT_TASKS', 'ACTION_DIM', 'OBS_DIM', 'N_INIT_STATES', 'ROLLOUT_ARRAYS', 'OPTIONAL_ARRAYS',
+           'PHYSICS_DIM', 'require_metaworld', 'init_state', 'make_env', 'Rollouts', 'EnvPool', 'physics_state',
+           'set_physics', 'rollout', 'concat_rollouts', 'expert_policy', 'expert_act', 'frames']
 
 # %% ../../nbs/610_sim.ipynb #dd4f27ae
 TRAIN_TASKS = ("reach-v3", "push-v3", "drawer-open-v3", "button-press-topdown-v3")  # the world model saw these
@@ -28,6 +28,8 @@ N_INIT_STATES = 50  # fixed layouts per task, as LIBERO's 50 init states
 
 def require_metaworld():
     "Import metaworld lazily with a one-line hint when the `embodied` extra is missing."
+    import os
+    os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco loads: frames render offscreen with Mesa, no display
     try:
         import metaworld  # noqa: F401
     except ImportError as err:
@@ -70,12 +72,16 @@ class Rollouts:
     shaped: np.ndarray  # (B,) best Meta-World shaped reward reached / 10: an oracle dense reward (nbs/635_oracle)
     sim_cpu_s: float = 0.0  # CPU seconds inside env.reset/env.step
     policy_cpu_s: float = 0.0  # CPU seconds inside act()
+    physics: np.ndarray | None = None  # (B, budget + 1, P) MuJoCo state before each tick, row `length` the last: frames render from it
+    shaped_trace: np.ndarray | None = None  # (B, budget + 1) shaped reward / 10 of each of those states: graded labels
 
     def take(self, rows) -> Rollouts:
         "The rollouts at `rows`; the seconds stay the whole batch's (a selection cost what was rolled out to make it)."
-        return Rollouts(*(getattr(self, n)[rows] for n in ROLLOUT_ARRAYS), sim_cpu_s=self.sim_cpu_s, policy_cpu_s=self.policy_cpu_s)
+        return Rollouts(**{n: None if getattr(self, n) is None else getattr(self, n)[rows] for n in ROLLOUT_ARRAYS + OPTIONAL_ARRAYS},
+                        sim_cpu_s=self.sim_cpu_s, policy_cpu_s=self.policy_cpu_s)
 
 ROLLOUT_ARRAYS = ("task", "init", "success", "length", "obs", "tokens", "final_obs", "shaped")  # one row per rollout
+OPTIONAL_ARRAYS = ("physics", "shaped_trace")  # recorded by `rollout`; absent from hand-built batches
 
 _ENVS: dict[str, list] = {}  # free environments per task, shared by every pool of this process
 
@@ -90,6 +96,28 @@ class EnvPool:
         self._free[task].append(env)
 
 # %% ../../nbs/610_sim.ipynb #5e644cca
+PHYSICS_DIM = 64  # room for every Meta-World scene's state (27-38 numbers), zero-padded, so batches of tasks stack
+
+def physics_state(env) -> np.ndarray:
+    "The MuJoCo state a frame needs (qpos, qvel and the hand's mocap pose), flat: cheap enough to keep at every tick."
+    d = env.data
+    state = np.concatenate([d.qpos, d.qvel, d.mocap_pos.ravel(), d.mocap_quat.ravel()])
+    if len(state) > PHYSICS_DIM:
+        raise ValueError(f"a {len(state)}-number MuJoCo state does not fit PHYSICS_DIM = {PHYSICS_DIM}")
+    return np.pad(state, (0, PHYSICS_DIM - len(state)))
+
+def set_physics(env, state) -> None:
+    "Put an environment (already reset to the rollout's init state) into a recorded state, goal markers included."
+    import mujoco
+    m, d = env.model, env.data
+    cut = np.cumsum([m.nq, m.nv, d.mocap_pos.size, d.mocap_quat.size])
+    d.qpos[:], d.qvel[:], mocap_pos, mocap_quat, _ = np.split(np.asarray(state, dtype=np.float64), cut)
+    d.mocap_pos[:], d.mocap_quat[:] = mocap_pos.reshape(d.mocap_pos.shape), mocap_quat.reshape(d.mocap_quat.shape)
+    mujoco.mj_forward(m, d)
+    for site in env._target_site_config:  # Meta-World writes its goal markers after every step; so must we
+        env._set_pos_site(*site)
+
+# %% ../../nbs/610_sim.ipynb #d8309064
 def _reset_batch(pool: EnvPool, task: np.ndarray, init: np.ndarray):
     envs, obs = [], np.zeros((len(task), OBS_DIM))
     for b, (t, i) in enumerate(zip(task.tolist(), init.tolist())):
@@ -112,19 +140,24 @@ def rollout(pool: EnvPool, task, init, act, budget: int, chunk: int = 8) -> Roll
 
 def concat_rollouts(parts) -> Rollouts:
     "One Rollouts from several (same budget), seconds added."
-    return Rollouts(*(np.concatenate([getattr(p, n) for p in parts]) for n in ROLLOUT_ARRAYS),
-                    sim_cpu_s=sum(p.sim_cpu_s for p in parts), policy_cpu_s=sum(p.policy_cpu_s for p in parts))
+    arrays = {n: np.concatenate([getattr(p, n) for p in parts]) for n in ROLLOUT_ARRAYS}
+    arrays |= {n: None if any(getattr(p, n) is None for p in parts) else np.concatenate([getattr(p, n) for p in parts])
+               for n in OPTIONAL_ARRAYS}
+    return Rollouts(**arrays, sim_cpu_s=sum(p.sim_cpu_s for p in parts), policy_cpu_s=sum(p.policy_cpu_s for p in parts))
 
 def _rollout(pool: EnvPool, task: np.ndarray, init: np.ndarray, act, budget: int) -> Rollouts:
     sim0 = time.process_time()
     envs, current = _reset_batch(pool, task, init)
     n = len(task)
     out = Rollouts(task, init, np.zeros(n), np.full(n, budget), np.zeros((n, budget, OBS_DIM)),
-                   np.zeros((n, budget, ACTION_DIM), dtype=np.int64), np.zeros((n, OBS_DIM)), np.zeros(n))
+                   np.zeros((n, budget, ACTION_DIM), dtype=np.int64), np.zeros((n, OBS_DIM)), np.zeros(n),
+                   physics=np.zeros((n, budget + 1, PHYSICS_DIM)), shaped_trace=np.zeros((n, budget + 1)))
     live = np.ones(n, dtype=bool)
     for tick in range(budget):
         idx = np.flatnonzero(live)
         out.obs[idx, tick] = current[idx]
+        for b in idx.tolist():
+            out.physics[b, tick] = physics_state(envs[b])
         p0 = time.process_time()
         actions, tokens = act(current[idx], task[idx])
         out.policy_cpu_s += time.process_time() - p0
@@ -132,11 +165,15 @@ def _rollout(pool: EnvPool, task: np.ndarray, init: np.ndarray, act, budget: int
         for j, b in enumerate(idx.tolist()):
             current[b], reward, _, _, info = envs[b].step(np.asarray(actions[j], dtype=np.float64))
             out.shaped[b] = max(out.shaped[b], reward / 10.0)  # Meta-World's rewards lie in [0, 10]
+            out.shaped_trace[b, tick + 1] = reward / 10.0
             if info["success"] > 0.5:
                 out.success[b], out.length[b], live[b] = 1.0, tick + 1, False
         if not live.any():
             break
     out.final_obs[:] = current
+    for b, env in enumerate(envs):
+        out.physics[b, out.length[b]] = physics_state(env)
+    out.shaped_trace[:, 0] = out.shaped_trace[:, 1]  # reset returns no reward: the first tick's stands in for it
     for b, env in enumerate(envs):
         pool.give(pool.tasks[task[b]], env)
     out.sim_cpu_s = time.process_time() - sim0 - out.policy_cpu_s
