@@ -147,7 +147,7 @@ def test_bad_grid_is_one_line_on_stderr(tmp_path):
 
 def test_importing_the_embodied_modules_loads_no_simulator_or_torch():
     code = ("import json, sys, wmrl.embodied.report, wmrl.embodied.loop, wmrl.embodied.policy, wmrl.embodied.progress, "
-            "wmrl.embodied.pixels, wmrl.embodied.sim, wmrl.embodied.libero; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+            "wmrl.embodied.pixels, wmrl.embodied.sim, wmrl.embodied.libero, wmrl.embodied.vla_grpo; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'torch', 'metaworld', 'mujoco', 'gymnasium', 'libero', 'robosuite'})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
