@@ -214,16 +214,15 @@ def test_huge_stdout(pool, task):
     rec = run_hostile(pool, task, "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n")
     assert rec.status in ("runtime_error", "timeout"), rec
     assert len(rec.stdout_tail) <= LIMITS.output_kb * 1024
-    if pool.backend.name != "docker":
-        assert "MB of output" in rec.message
+    assert "MB of output" in rec.message, rec
 
 
 def test_output_cap_passed_between_polls(pool, task):
-    "Five MB in one write, then an exit: the warm server polls every 20 ms, and must still count what it missed."
+    """Five MB in one write, then an exit: the warm server polls every 20 ms, and must still count what it missed;
+    Docker's log driver keeps only a tail, so the host counts the stream itself. Every backend grades it alike."""
     rec = run_hostile(pool, task, "import os, sys\nsys.stdout.write('x' * (5 << 20))\nsys.stdout.flush()\nos._exit(0)\n")
     assert len(rec.stdout_tail) <= LIMITS.output_kb * 1024
-    if pool.backend.name != "docker":  # Docker's log driver only keeps the last max_output_mb: it does not classify
-        assert rec.status == "runtime_error" and "MB of output" in rec.message, rec
+    assert rec.status == "runtime_error" and "MB of output" in rec.message, rec
 
 
 def test_segfault(pool, task):

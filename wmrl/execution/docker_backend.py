@@ -57,6 +57,26 @@ def _remove_parent(parent: str) -> None:
             log.warning("could not remove cgroup %s: %s", folder, err)
 
 # %% ../../nbs/282_docker_backend.ipynb #e2d9d50a
+def _count_output(container, cap_bytes: int) -> dict:
+    """Count a container's stdout and stderr on the host as they stream, and kill it once they pass `cap_bytes`. The
+    log driver keeps only a bounded tail and says nothing of what it dropped, so without this count a program that
+    floods its output and exits would be graded as if it had not (the other backends count in `drive`)."""
+    import threading
+    state = {"bytes": 0}
+    def watch():
+        try:
+            for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=True):
+                state["bytes"] += len(chunk)
+                if state["bytes"] > cap_bytes:
+                    container.kill()
+                    return
+        except Exception as err:  # the container went away under the stream: the count so far stands
+            log.debug("output stream of %s ended: %s", container.id[:12], err)
+    state["thread"] = threading.Thread(target=watch, daemon=True, name="wmrl-docker-output")
+    state["thread"].start()
+    return state
+
+# %% ../../nbs/282_docker_backend.ipynb #3da36359
 class DockerBackend:
     "A container per run through the docker SDK (imported here only): no network, read-only, capped, uid 65534."
     name = "docker"
@@ -105,11 +125,12 @@ class DockerBackend:
                     security_opt=["no-new-privileges"], stdin_open=False,
                     ulimits=[Ulimit(name="nofile", soft=nofile, hard=nofile), Ulimit(name="core", soft=0, hard=0),
                              Ulimit(name="fsize", soft=limits.file_mb << 20, hard=limits.file_mb << 20)],
-                    log_config=LogConfig(type="json-file", config={"max-size": f"{max(1, limits.max_output_mb)}m", "max-file": "1"}),
+                    log_config=LogConfig(type="json-file", config={"max-size": f"{2 * max(1, limits.max_output_mb) + 1}m", "max-file": "1"}),
                     device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else None,
                     **({"cgroup_parent": f"/{cgroup_parent}"} if cgroup_parent else {}))
 
     def run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawRun:
+        "Run `code` in a fresh container; the host counts its output as it streams and kills it past the cap."
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         import requests
@@ -124,6 +145,7 @@ class DockerBackend:
             (job / "solution.py").chmod(0o644)
             started = time.monotonic()
             container = self.client.containers.run(**self.container_kwargs(job, workdir, public, limits, parent))
+            counted = _count_output(container, limits.max_output_mb << 20)
             timed_out = False
             try:
                 result = container.wait(timeout=limits.wall_s)
@@ -135,6 +157,7 @@ class DockerBackend:
                     if getattr(err, "status_code", None) != 409:
                         raise
                 result = container.wait(timeout=30)
+            counted["thread"].join(timeout=10)  # the stream ends with the container; what it counted is final
             wall = time.monotonic() - started
             container.reload()
             state = container.attrs["State"]
@@ -145,7 +168,8 @@ class DockerBackend:
             sig = code_ - 128 if code_ > 128 else None  # docker-init reports a signal death as 128 + signal
             raw = RawRun(exit_code=None if sig else code_, signal=sig, wall_s=wall, cpu_s=math.nan, peak_mb=math.nan,
                          stdout_tail=out, stderr_tail=err, timed_out=timed_out,
-                         oom_killed=bool(state.get("OOMKilled")), backend=self.label)
+                         oom_killed=bool(state.get("OOMKilled")), backend=self.label,
+                         output_overflow=counted["bytes"] > limits.max_output_mb << 20)
             measured = _engine_cost(parent) if parent else None
             if measured:
                 (raw.cpu_s, raw.peak_mb), note = measured, "cost: the kernel's counters of its cgroup parent"
