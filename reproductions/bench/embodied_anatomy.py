@@ -17,6 +17,7 @@ other init states and another policy's rollouts): it says how well that label ge
 """
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -24,10 +25,25 @@ from pathlib import Path
 from wmrl.autoresearch.runner import expand_grid, load_grid
 from wmrl.embodied.loop import EmbodiedConfig, evaluate, sft_policy, world_model
 from wmrl.embodied.oracle import OracleReward
-from wmrl.embodied.report import ANATOMY_KEYS, t_interval
+from wmrl.embodied.report import ANATOMY_KEYS, paired_interval, t_interval
 from wmrl.embodied.sim import EnvPool
 
 KEYS = ("success_rate", "auc", "within_group_spearman", "auc_mixed_groups", "failure_ranking")
+PAIRED_KEYS = ("auc", "within_group_spearman", "auc_mixed_groups", "failure_ranking")
+
+
+def summarise(per_seed: dict) -> dict:
+    """Per model and split, the t-interval over seeds of each measure; and, since every model scored the same rollouts
+    of a seed, the paired interval of each model minus the first one (seeds where both are defined)."""
+    def finite(rows, split, key):
+        return {i: a[split][key] for i, a in enumerate(rows) if a[split][key] == a[split][key]}
+    names = list(per_seed)
+    out = {name: {split: {k: t_interval(list(finite(rows, split, k).values())) for k in ANATOMY_KEYS}
+                  for split in ("ID", "OOD")} for name, rows in per_seed.items()}
+    paired = {f"{name} - {names[0]}": {split: {k: paired_interval(finite(per_seed[name], split, k), finite(per_seed[names[0]], split, k))
+                                               for k in PAIRED_KEYS if set(finite(per_seed[name], split, k)) & set(finite(per_seed[names[0]], split, k))}
+                                       for split in ("ID", "OOD")} for name in names[1:]}
+    return {"anatomy": out, "paired": paired}
 
 
 def main(argv=None) -> int:
@@ -40,7 +56,25 @@ def main(argv=None) -> int:
     parser.add_argument("--temperature", type=float, default=None, help="default: the grid's")
     parser.add_argument("--wm-policy-rollouts", type=int, default=None,
                         help="the pixel model's behaviour-policy rollouts per init (default: the grid's; 0: experts only)")
+    parser.add_argument("--from-seeds", nargs="+", default=None,
+                        help="summarise the per-seed lines earlier runs wrote to stderr (.jsonl files) instead of running; "
+                             "a model already read from an earlier file is named model@file-stem")
+    parser.add_argument("--reference", default=None, help="with --from-seeds: the model the others are paired against")
     args = parser.parse_args(argv)
+    if args.from_seeds:
+        per_seed = {}
+        for path in args.from_seeds:
+            seen = set(per_seed)
+            for line in Path(path).read_text().splitlines():
+                row = json.loads(line) if line.startswith('{"seed"') else None
+                if row:
+                    name = f"{row['model']}@{Path(path).stem}" if row["model"] in seen else row["model"]
+                    per_seed.setdefault(name, []).append(
+                        {split: {k: math.nan if row[split].get(k) is None else row[split][k] for k in ANATOMY_KEYS} for split in ("ID", "OOD")})
+        if args.reference:
+            per_seed = {args.reference: per_seed.pop(args.reference), **per_seed}
+        print(json.dumps({"from_seeds": args.from_seeds, **summarise(per_seed)}, indent=1))
+        return 0
     grid = load_grid(args.grid)
     base = EmbodiedConfig.from_dict({k: v for k, v in expand_grid(grid)[0].params.items() if k != "cache_dir"})
     if args.eval_inits:
@@ -61,11 +95,10 @@ def main(argv=None) -> int:
             per_seed[name].append(anatomy)
             print(json.dumps({"seed": seed, "model": name, **{s: {k: round(anatomy[s][k], 3) for k in KEYS} for s in anatomy}}),
                   file=sys.stderr)
-    out = {name: {split: {k: t_interval([a[split][k] for a in rows if a[split][k] == a[split][k]]) for k in ANATOMY_KEYS}
-                  for split in ("ID", "OOD")} for name, rows in per_seed.items()}
     print(json.dumps({"grid": args.grid, "seeds": args.seeds or grid["seeds"], "eval_inits": list(base.eval_inits),
-                      "temperature": base.temperature, "wm_policy_rollouts": base.wm_policy_rollouts, "fingerprints": {n: m.fingerprint for n, m in models.items() if n != "oracle"},
-                      "rollouts_per_init": base.rollouts_per_init, "anatomy": out}, indent=1))
+                      "temperature": base.temperature, "wm_policy_rollouts": base.wm_policy_rollouts,
+                      "fingerprints": {n: m.fingerprint for n, m in models.items() if n != "oracle"},
+                      "rollouts_per_init": base.rollouts_per_init, **summarise(per_seed)}, indent=1))
     return 0
 
 

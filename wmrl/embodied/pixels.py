@@ -1,4 +1,4 @@
-"""Robometer's role played from camera frames: rendered after the rollout from the saved MuJoCo states, read by a small CNN trained with graded progress on failures and a within-init preference loss, then frozen. It ranks rollouts inside a group, which a per-frame success classifier cannot.
+"""Robometer's role played from camera frames: rendered after the rollout from the saved MuJoCo states, read by a small CNN trained with graded progress on failures and a within-init preference loss, then frozen. Whether it ranks rollouts inside a group, where GRPO reads it, is measured against the state model, not assumed.
 
 Docs: https://github.com/wmrl-kit/wmrl/pixels.html.md"""
 
