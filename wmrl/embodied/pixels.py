@@ -45,6 +45,7 @@ def _offscreen_gl() -> None:
         from mujoco.egl import GLContext
         gl_context.GLContext = GLContext
 
+# %% ../../nbs/632_pixels.ipynb #e2a9195e
 class FrameRenderer:
     "Upright RGB frames of recorded rollouts; one environment and one offscreen MuJoCo renderer per task."
     def __init__(self, size: int = FRAME_SIZE, camera: str = CAMERA):
@@ -140,20 +141,23 @@ class PixelProgressModel:
             logits = torch.cat([self._net(x[i:i + 256], codes[i:i + 256]) for i in range(0, len(x), 256)])
         return torch.sigmoid(logits).numpy().astype(np.float64)
 
-    def score(self, batch: Rollouts, task_list) -> dict:
-        start = time.process_time()
-        images = render_rollouts(self.renderer, batch, task_list, self.frames)
-        names = np.repeat([task_list[t] for t in batch.task], self.frames)
-        per_frame = self.progress(images.reshape(-1, *images.shape[2:]), names).reshape(len(batch.task), self.frames)
-        return {"progress": per_frame, "reward": potential_collapse(per_frame, self.smooth_k, self.mode),
-                "wm_cpu_s": time.process_time() - start}
+# %% ../../nbs/632_pixels.ipynb #003eb221
+def _score(self: PixelProgressModel, batch: Rollouts, task_list) -> dict:
+    "Robometer's contract: render `frames` frames per rollout, read them, collapse the curve; seconds included."
+    start = time.process_time()
+    images = render_rollouts(self.renderer, batch, task_list, self.frames)
+    names = np.repeat([task_list[t] for t in batch.task], self.frames)
+    per_frame = self.progress(images.reshape(-1, *images.shape[2:]), names).reshape(len(batch.task), self.frames)
+    return {"progress": per_frame, "reward": potential_collapse(per_frame, self.smooth_k, self.mode),
+            "wm_cpu_s": time.process_time() - start}
 
-    @property
-    def fingerprint(self) -> str:
-        digest = hashlib.sha256(json.dumps([self.known_tasks, self.frames, self.smooth_k, self.mode]).encode())
-        for name in sorted(self.weights):
-            digest.update(name.encode()); digest.update(self.weights[name].tobytes())
-        return digest.hexdigest()[:16]
+def _fingerprint(self: PixelProgressModel) -> str:
+    digest = hashlib.sha256(json.dumps([self.known_tasks, self.frames, self.smooth_k, self.mode]).encode())
+    for name in sorted(self.weights):
+        digest.update(name.encode()); digest.update(self.weights[name].tobytes())
+    return digest.hexdigest()[:16]
+
+PixelProgressModel.score, PixelProgressModel.fingerprint = _score, property(_fingerprint)
 
 # %% ../../nbs/632_pixels.ipynb #3b47ffb6
 def _shift(x, pad: int, gen):
@@ -170,6 +174,16 @@ def preference_pairs(outcome, groups, margin: float = 0.05) -> np.ndarray:
     return np.stack([a, b], axis=1)
 
 # %% ../../nbs/632_pixels.ipynb #935c012f
+def _preference_loss(logits, outcome, groups, k: int, kappa: float):
+    "-log sigmoid(kappa (Phi_a - Phi_b)) over the batch's preference pairs; Phi: the mean progress of the last k frames."
+    import torch
+    pairs = preference_pairs(outcome, groups)
+    if not len(pairs):
+        return logits.sum() * 0.0
+    phi = torch.sigmoid(logits[:, -k:]).mean(1)
+    return torch.nn.functional.softplus(-kappa * (phi[pairs[:, 0]] - phi[pairs[:, 1]])).mean()
+
+# %% ../../nbs/632_pixels.ipynb #360849b2
 def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int = 12, epochs: int = 60,
                       lr: float = 2e-3, preference: float = 1.0, kappa: float = 10.0, seed: int = 0,
                       groups_per_batch: int = 8, **kwargs) -> tuple[PixelProgressModel, dict]:
@@ -195,10 +209,7 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
             x = _shift(images[rows].flatten(0, 1).float() / 255.0, 4, gen)
             logits = net(x, codes[rows].repeat_interleave(train_frames, 0)).view(len(rows), train_frames)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[rows])
-            pairs = preference_pairs(y[rows, -1].numpy(), groups[rows])
-            if preference > 0 and len(pairs):
-                phi = torch.sigmoid(logits[:, -k:]).mean(1)  # the potential at the end of each rollout
-                loss = loss + preference * torch.nn.functional.softplus(-kappa * (phi[pairs[:, 0]] - phi[pairs[:, 1]])).mean()
+            loss = loss + preference * _preference_loss(logits, y[rows, -1].numpy(), groups[rows], k, kappa)
             optimiser.zero_grad(); loss.backward(); optimiser.step()
         losses.append(loss.item())
     weights = {name: v.detach().numpy().copy() for name, v in net.state_dict().items()}
