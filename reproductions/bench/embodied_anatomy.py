@@ -35,14 +35,14 @@ PAIRED_KEYS = ("auc", "within_group_spearman", "auc_mixed_groups", "failure_rank
 def summarise(per_seed: dict) -> dict:
     """Per model and split, the t-interval over seeds of each measure; and, since every model scored the same rollouts
     of a seed, the paired interval of each model minus the first one (seeds where both are defined)."""
-    def finite(rows, split, key):
-        return {i: a[split][key] for i, a in enumerate(rows) if a[split][key] == a[split][key]}
-    names = list(per_seed)
-    out = {name: {split: {k: t_interval(list(finite(rows, split, k).values())) for k in ANATOMY_KEYS}
-                  for split in ("ID", "OOD")} for name, rows in per_seed.items()}
-    paired = {f"{name} - {names[0]}": {split: {k: paired_interval(finite(per_seed[name], split, k), finite(per_seed[names[0]], split, k))
-                                               for k in PAIRED_KEYS if set(finite(per_seed[name], split, k)) & set(finite(per_seed[names[0]], split, k))}
-                                       for split in ("ID", "OOD")} for name in names[1:]}
+    defined = {name: {split: {k: {i: a[split][k] for i, a in enumerate(rows) if a[split][k] == a[split][k]} for k in ANATOMY_KEYS}
+                      for split in ("ID", "OOD")} for name, rows in per_seed.items()}
+    out = {name: {split: {k: t_interval(list(v.values())) for k, v in by_key.items()} for split, by_key in splits.items()}
+           for name, splits in defined.items()}
+    first, *others = defined
+    paired = {f"{name} - {first}": {split: {k: paired_interval(defined[name][split][k], defined[first][split][k])
+                                            for k in PAIRED_KEYS if set(defined[name][split][k]) & set(defined[first][split][k])}
+                                    for split in ("ID", "OOD")} for name in others}
     return {"anatomy": out, "paired": paired}
 
 

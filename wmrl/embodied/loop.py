@@ -148,10 +148,10 @@ def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
     if config.world_model == "oracle":
         from wmrl.embodied.oracle import OracleReward
         return OracleReward(config.instrument, config.instrument_strength, seed=17), {"cached": False, "oracle": config.instrument}
-    kind = "pixel_model" if config.world_model == "pixels" else "progress_model"
-    load, save = ((pixels.load_pixel_model, pixels.save_pixel_model) if config.world_model == "pixels"
-                  else (progress.load_progress_model, progress.save_progress_model))
-    path = cache / f"{kind}_{_key(config, WM_KNOBS + (('wm_policy_rollouts',) if config.world_model == 'pixels' else ()))}.npz"
+    pixel = config.world_model == "pixels"
+    kind, load, save, knobs = (("pixel_model", pixels.load_pixel_model, pixels.save_pixel_model, WM_KNOBS + ("wm_policy_rollouts",))
+                               if pixel else ("progress_model", progress.load_progress_model, progress.save_progress_model, WM_KNOBS))
+    path = cache / f"{kind}_{_key(config, knobs)}.npz"
     if path.is_file():
         return load(path), {"cached": True}
     known = np.arange(len(config.train_tasks))
@@ -159,14 +159,14 @@ def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
     inits = np.tile(np.arange(config.wm_inits), len(known))
     batches = [rollout(pool, task_idx, inits, expert_act(config.tasks, noise=n, seed=17 + i), config.budget)
                for i, n in enumerate(config.wm_noises)]
-    if config.world_model == "pixels" and config.wm_policy_rollouts:  # a policy's failures, as Robometer's data has
+    if pixel and config.wm_policy_rollouts:  # a policy's failures, as Robometer's data has
         behaviour = sft_policy(replace(config, seed=WM_POLICY_SEED), pool, cache)[0]
         G = config.wm_policy_rollouts
         batches.append(rollout(pool, np.repeat(task_idx, G), np.repeat(inits, G),
                                behaviour.act(np.random.default_rng([WM_POLICY_SEED, 5]), 1.0), config.budget))
     data = concat_rollouts(batches)
     shape = {"frames": config.frames, "smooth_k": config.smooth_k, "mode": config.dense_mode}
-    model, info = (pixels.train_pixel_model(data, config.tasks, config.train_tasks, **shape) if config.world_model == "pixels"
+    model, info = (pixels.train_pixel_model(data, config.tasks, config.train_tasks, **shape) if pixel
                    else train_progress_model(data, config.tasks, config.train_tasks, epochs=config.wm_epochs, **shape))
     save(model, path)
     return model, {"cached": False, "sim_cpu_s": data.sim_cpu_s, "train_cpu_s": info["cpu_s"],
@@ -317,8 +317,8 @@ def _setup(config: EmbodiedConfig, out_dir: Path) -> dict:
 
 def _initial_eval(state: dict, config: EmbodiedConfig) -> dict:
     "The SFT policy's held-out evaluation (with the world model's anatomy), cached per SFT checkpoint."
-    oracle = ("world_model", "instrument", "instrument_strength") if config.world_model != "progress" else ()  # its anatomy
-    path = state["cache"] / f"eval0_{_key(config, SFT_KNOBS + WM_KNOBS + oracle + ('eval_inits', 'rollouts_per_init', 'temperature'))}.json"
+    wm_kind = ("world_model", "instrument", "instrument_strength") if config.world_model != "progress" else ()  # its anatomy
+    path = state["cache"] / f"eval0_{_key(config, SFT_KNOBS + WM_KNOBS + wm_kind + ('eval_inits', 'rollouts_per_init', 'temperature'))}.json"
     if path.is_file():
         return json.loads(path.read_text())
     result = evaluate(state["policy"], config, state["pool"], 0, state["model"])

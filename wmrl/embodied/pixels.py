@@ -8,8 +8,6 @@ Docs: https://github.com/wmrl-kit/wmrl/pixels.html.md"""
 from __future__ import annotations
 
 import atexit
-import hashlib
-import io
 import json
 import os
 import time
@@ -17,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .progress import potential_collapse
-from .sim import Rollouts, init_state, make_env, set_physics
+from .progress import fingerprint_of, potential_collapse, save_npz_atomic, task_codes
+from .sim import Rollouts, frame_ticks, init_state, make_env, set_physics
 
 # %% auto #0
-__all__ = ['FRAME_SIZE', 'CAMERA', 'FAILURE_CAP', 'FrameRenderer', 'frame_ticks', 'render_rollouts', 'graded_targets',
-           'PixelProgressModel', 'preference_pairs', 'train_pixel_model', 'save_pixel_model', 'load_pixel_model']
+__all__ = ['FRAME_SIZE', 'CAMERA', 'FAILURE_CAP', 'FrameRenderer', 'render_rollouts', 'graded_targets', 'PixelProgressModel',
+           'preference_pairs', 'train_pixel_model', 'save_pixel_model', 'load_pixel_model']
 
 # %% ../../nbs/632_pixels.ipynb #adbb6a5f
 FRAME_SIZE = 64  # pixels per side of a frame
@@ -57,31 +55,25 @@ class FrameRenderer:
             import mujoco
             _load_triton_before_mesa(); _offscreen_gl()
             env = make_env(task)
-            self._scenes[task] = (env, mujoco.Renderer(env.model, self.size, self.size))
-            atexit.register(self._scenes[task][1].close)  # free the GL context before the interpreter tears EGL down
+            renderer = mujoco.Renderer(env.model, self.size, self.size)
+            for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
+                renderer.scene.flags[flag] = 0  # the scene keeps its flags across update_scene calls
+            self._scenes[task] = (env, renderer)
+            atexit.register(renderer.close)  # free the GL context before the interpreter tears EGL down
         return self._scenes[task]
 
     def render(self, task: str, init: int, states) -> np.ndarray:
         "(k, P) recorded physics states of one rollout -> (k, size, size, 3) uint8 frames, upright."
-        import mujoco
         env, renderer = self._scene(task)
         env.set_task(init_state(task, init)); env.reset()  # the init's goal and object layout
         out = np.empty((len(states), self.size, self.size, 3), dtype=np.uint8)
         for j, state in enumerate(states):
             set_physics(env, state)
             renderer.update_scene(env.data, camera=self.camera)
-            for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
-                renderer.scene.flags[flag] = 0
             out[j] = renderer.render()[::-1, ::-1]  # the corner camera sees the scene upside down
         return out
 
 # %% ../../nbs/632_pixels.ipynb #3b428cf0
-def frame_ticks(length, k: int) -> np.ndarray:
-    "(B,) rollout lengths -> (B, k) ticks of k evenly spaced recorded states, 0 and the last included."
-    if k < 2:
-        raise ValueError(f"need at least 2 frames, got {k}")
-    return np.round(np.linspace(0, 1, k)[None, :] * np.asarray(length)[:, None]).astype(int)
-
 def render_rollouts(renderer: FrameRenderer, batch: Rollouts, task_list, k: int) -> np.ndarray:
     "(B, k, H, W, 3) frames of every rollout of a batch, at `frame_ticks`."
     if batch.physics is None:
@@ -113,14 +105,6 @@ def _net(n_tasks: int, size: int = FRAME_SIZE, hidden: int = 64):
             return self.head(torch.cat([self.conv(images), codes], dim=1))[:, 0]
     return Net()
 
-def _task_codes(names, known_tasks) -> np.ndarray:
-    index = {t: i for i, t in enumerate(known_tasks)}
-    codes = np.zeros((len(names), len(known_tasks)), dtype=np.float32)
-    for row, name in enumerate(names):
-        if name in index:
-            codes[row, index[name]] = 1.0
-    return codes
-
 # %% ../../nbs/632_pixels.ipynb #2e54726e
 class PixelProgressModel:
     "Frozen per-frame progress from pixels: numpy weights, the tasks it knows, a fingerprint; a renderer of its own."
@@ -136,7 +120,7 @@ class PixelProgressModel:
             self._net = _net(len(self.known_tasks)).eval()
             self._net.load_state_dict({k: torch.from_numpy(v) for k, v in self.weights.items()})
         x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0
-        codes = torch.from_numpy(_task_codes(task_names, self.known_tasks))
+        codes = torch.from_numpy(task_codes(task_names, self.known_tasks))
         with torch.no_grad():
             logits = torch.cat([self._net(x[i:i + 256], codes[i:i + 256]) for i in range(0, len(x), 256)])
         return torch.sigmoid(logits).numpy().astype(np.float64)
@@ -152,10 +136,8 @@ def _score(self: PixelProgressModel, batch: Rollouts, task_list) -> dict:
             "wm_cpu_s": time.process_time() - start}
 
 def _fingerprint(self: PixelProgressModel) -> str:
-    digest = hashlib.sha256(json.dumps([self.known_tasks, self.frames, self.smooth_k, self.mode]).encode())
-    for name in sorted(self.weights):
-        digest.update(name.encode()); digest.update(self.weights[name].tobytes())
-    return digest.hexdigest()[:16]
+    return fingerprint_of([self.known_tasks, self.frames, self.smooth_k, self.mode],
+                          (b for name in sorted(self.weights) for b in (name.encode(), self.weights[name].tobytes())))
 
 PixelProgressModel.score, PixelProgressModel.fingerprint = _score, property(_fingerprint)
 
@@ -197,7 +179,7 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
     images = torch.from_numpy(render_rollouts(FrameRenderer(), batch, task_list, train_frames)).permute(0, 1, 4, 2, 3)
     render_cpu_s = time.process_time() - start
     y = torch.from_numpy(graded_targets(batch, ticks).astype(np.float32))
-    codes = torch.from_numpy(_task_codes(names, known_tasks))
+    codes = torch.from_numpy(task_codes(names, known_tasks))
     groups = batch.task * 1000 + batch.init
     torch.manual_seed(seed); gen = torch.Generator().manual_seed(seed)
     net, cells = _net(len(known_tasks)), np.unique(groups)
@@ -220,14 +202,9 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
 # %% ../../nbs/632_pixels.ipynb #edbc8447
 def save_pixel_model(model: PixelProgressModel, path) -> Path:
     "Write the weights and their fingerprint atomically (an .npz: numbers only, no pickle)."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = json.dumps({"known_tasks": model.known_tasks, "frames": model.frames, "smooth_k": model.smooth_k,
-                         "mode": model.mode, "fingerprint": model.fingerprint, "kind": "pixels"})
-    buffer = io.BytesIO()
-    np.savez(buffer, header=np.array(header), **{f"w:{k}": v for k, v in model.weights.items()})
-    tmp = path.with_suffix(".tmp"); tmp.write_bytes(buffer.getvalue()); tmp.replace(path)
-    return path
+    return save_npz_atomic(path, {"known_tasks": model.known_tasks, "frames": model.frames, "smooth_k": model.smooth_k,
+                                  "mode": model.mode, "fingerprint": model.fingerprint, "kind": "pixels"},
+                           {f"w:{k}": v for k, v in model.weights.items()})
 
 def load_pixel_model(path) -> PixelProgressModel:
     with np.load(Path(path), allow_pickle=False) as data:

@@ -19,9 +19,9 @@ import numpy as np
 from .sim import OBS_DIM, Rollouts
 
 # %% auto #0
-__all__ = ['DENSE_MODES', 'potential_collapse', 'progress_features', 'progress_targets', 'ProgressModel', 'train_progress_model',
-           'save_progress_model', 'load_progress_model', 'within_group_auc', 'failure_ranking', 'error_anatomy',
-           'best_threshold']
+__all__ = ['DENSE_MODES', 'potential_collapse', 'task_codes', 'progress_features', 'progress_targets', 'fingerprint_of',
+           'save_npz_atomic', 'ProgressModel', 'train_progress_model', 'save_progress_model', 'load_progress_model',
+           'within_group_auc', 'failure_ranking', 'error_anatomy', 'best_threshold']
 
 # %% ../../nbs/630_progress.ipynb #ac18302f
 DENSE_MODES = ("potential", "final", "max")
@@ -44,17 +44,22 @@ def potential_collapse(progress, k: int = 3, mode: str = "potential") -> np.ndar
     return np.clip(0.5 * (1.0 + phi[:, -1] - phi[:, 0]), 0, 1)
 
 # %% ../../nbs/630_progress.ipynb #54db8b3d
+def task_codes(names, known_tasks) -> np.ndarray:
+    "(N, len(known_tasks)) float32 one-hot task codes; a task the model never saw gets all zeros."
+    index = {t: i for i, t in enumerate(known_tasks)}
+    codes = np.zeros((len(names), len(known_tasks)), dtype=np.float32)
+    for row, name in enumerate(names):
+        if name in index:
+            codes[row, index[name]] = 1.0
+    return codes
+
 def progress_features(states: np.ndarray, task_names, known_tasks) -> np.ndarray:
     "(N, 39) states and N task names -> (N, F) float32 features; unknown tasks get a zero task code."
     s = np.asarray(states, dtype=np.float64).reshape(-1, OBS_DIM)
     hand, grip, obj, goal = s[:, 0:3], s[:, 3:4], s[:, 4:7], s[:, 36:39]
     d = [obj - hand, goal - obj, goal - hand]
     norms = np.stack([np.linalg.norm(v, axis=1) for v in d], axis=1)
-    index = {t: i for i, t in enumerate(known_tasks)}
-    code = np.zeros((len(s), len(known_tasks)))
-    for row, name in enumerate(task_names):
-        if name in index:
-            code[row, index[name]] = 1.0
+    code = task_codes(task_names, known_tasks)
     return np.concatenate([hand, grip, obj, goal, *[v * 5 for v in d], norms * 5, code], axis=1).astype(np.float32)
 
 # %% ../../nbs/630_progress.ipynb #f00ff9ec
@@ -68,6 +73,23 @@ def progress_targets(batch: Rollouts) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return np.concatenate(states), np.concatenate(targets), np.concatenate(owner)
 
 # %% ../../nbs/630_progress.ipynb #fe90ae88
+def fingerprint_of(meta, chunks) -> str:
+    "16 hex digits of sha256 over the JSON of `meta` and then each byte string of `chunks`: a frozen model's identity."
+    digest = hashlib.sha256(json.dumps(meta).encode())
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+def save_npz_atomic(path, header: dict, arrays: dict) -> Path:
+    "Write `arrays` and a JSON `header` as one .npz (numbers only, no pickle), through a temporary file."
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    np.savez(buffer, header=np.array(json.dumps(header)), **arrays)
+    tmp = path.with_suffix(".tmp"); tmp.write_bytes(buffer.getvalue()); tmp.replace(path)
+    return path
+
+# %% ../../nbs/630_progress.ipynb #7bf888bc
 class ProgressModel:
     "Frozen per-frame progress model: numpy weights, the training tasks it knows, a fingerprint."
     def __init__(self, layers, known_tasks, frames: int = 8, smooth_k: int = 3, mode: str = "potential"):
@@ -84,10 +106,8 @@ class ProgressModel:
 
     @property
     def fingerprint(self) -> str:
-        digest = hashlib.sha256(json.dumps([self.known_tasks, self.frames, self.smooth_k, self.mode]).encode())
-        for w, b in self.layers:
-            digest.update(w.tobytes()); digest.update(b.tobytes())
-        return digest.hexdigest()[:16]
+        return fingerprint_of([self.known_tasks, self.frames, self.smooth_k, self.mode],
+                              (a.tobytes() for layer in self.layers for a in layer))
 
 # %% ../../nbs/630_progress.ipynb #3e465969
 def _score(self: ProgressModel, batch: Rollouts, task_list) -> dict:
@@ -129,15 +149,9 @@ def train_progress_model(batch: Rollouts, task_list, known_tasks, hidden: int = 
 
 # %% ../../nbs/630_progress.ipynb #8f0246b9
 def save_progress_model(model: ProgressModel, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = json.dumps({"known_tasks": model.known_tasks, "frames": model.frames, "smooth_k": model.smooth_k,
-                         "mode": model.mode, "fingerprint": model.fingerprint, "n_layers": len(model.layers)})
     arrays = {f"w{i}": w for i, (w, _) in enumerate(model.layers)} | {f"b{i}": b for i, (_, b) in enumerate(model.layers)}
-    buffer = io.BytesIO()
-    np.savez(buffer, header=np.array(header), **arrays)
-    tmp = path.with_suffix(".tmp"); tmp.write_bytes(buffer.getvalue()); tmp.replace(path)
-    return path
+    return save_npz_atomic(path, {"known_tasks": model.known_tasks, "frames": model.frames, "smooth_k": model.smooth_k,
+                                  "mode": model.mode, "fingerprint": model.fingerprint, "n_layers": len(model.layers)}, arrays)
 
 def load_progress_model(path) -> ProgressModel:
     with np.load(Path(path), allow_pickle=False) as data:

@@ -17,7 +17,7 @@ import numpy as np
 # %% auto #0
 __all__ = ['TRAIN_TASKS', 'HELDOUT_TASKS', 'ACTION_DIM', 'OBS_DIM', 'N_INIT_STATES', 'ROLLOUT_ARRAYS', 'OPTIONAL_ARRAYS',
            'PHYSICS_DIM', 'require_metaworld', 'init_state', 'make_env', 'Rollouts', 'EnvPool', 'physics_state',
-           'set_physics', 'rollout', 'concat_rollouts', 'expert_policy', 'expert_act', 'frames']
+           'set_physics', 'rollout', 'concat_rollouts', 'expert_policy', 'expert_act', 'frame_ticks', 'frames']
 
 # %% ../../nbs/610_sim.ipynb #dd4f27ae
 TRAIN_TASKS = ("reach-v3", "push-v3", "drawer-open-v3", "button-press-topdown-v3")  # the world model saw these
@@ -200,12 +200,15 @@ def expert_act(tasks, noise: float = 0.0, seed: int = 0, to_tokens=None):
     return act
 
 # %% ../../nbs/610_sim.ipynb #ed0fd063
-def frames(batch: Rollouts, k: int = 8) -> np.ndarray:
-    "(B, k, 39) states at k evenly spaced ticks of each rollout, first and final state included."
+def frame_ticks(length, k: int) -> np.ndarray:
+    "(B,) rollout lengths -> (B, k) ticks of k evenly spaced states, 0 and the last (tick `length`) included."
     if k < 2:
         raise ValueError(f"need at least 2 frames, got {k}")
-    out = np.zeros((len(batch.task), k, OBS_DIM))
+    return np.array([np.round(np.linspace(0, n, k)).astype(int) for n in np.asarray(length).tolist()]).reshape(-1, k)
+
+def frames(batch: Rollouts, k: int = 8) -> np.ndarray:
+    "(B, k, 39) states at k evenly spaced ticks of each rollout, first and final state included."
+    ticks, out = frame_ticks(batch.length, k), np.zeros((len(batch.task), k, OBS_DIM))
     for b, n in enumerate(batch.length.tolist()):
-        path = np.concatenate([batch.obs[b, :n], batch.final_obs[b][None]])
-        out[b] = path[np.round(np.linspace(0, n, k)).astype(int)]
+        out[b] = np.concatenate([batch.obs[b, :n], batch.final_obs[b][None]])[ticks[b]]
     return out

@@ -49,12 +49,12 @@ def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, te
     tokens, logps, mask = [], [], attention_mask
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True, **inputs)
+        key = "cache" if "cache" in out else "past_key_values"
         for _ in range(n_tokens):
             logp = _action_log_softmax(out["logits"][:, -1], ids, temperature)
             pick = torch.multinomial(logp.exp(), 1, generator=generator)
             tokens.append(pick[:, 0] + int(ids[0])); logps.append(logp.gather(1, pick)[:, 0])
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            key = "cache" if "cache" in out else "past_key_values"
             out = model(input_ids=tokens[-1][:, None], attention_mask=mask, position_ids=_positions(mask)[:, -1:],
                         use_cache=True, **{key: out[key]})
     return torch.stack(tokens, 1), torch.stack(logps, 1)
@@ -83,12 +83,12 @@ def clipped_token_loss(logp, old_logp, advantages, clip: float = 0.2, total_rows
 def accumulate_step(model, input_ids, attention_mask, tokens, old_logp, advantages, micro_batch: int,
                     temperature: float = 1.0, clip: float = 0.2, **inputs) -> float:
     "Backward over micro-batches of rows (gradients add to the batch's); the caller steps and zeroes the optimiser."
-    total, loss_sum = len(tokens), 0.0
+    total, loss_sum, advantages = len(tokens), 0.0, np.asarray(advantages)
     for lo in range(0, total, micro_batch):
         rows = slice(lo, lo + micro_batch)
         extra = {k: v[rows] for k, v in inputs.items()}
         logp = action_log_probs(model, input_ids[rows], attention_mask[rows], tokens[rows], temperature, **extra)
-        loss = clipped_token_loss(logp, old_logp[rows], np.asarray(advantages)[rows], clip, total)
+        loss = clipped_token_loss(logp, old_logp[rows], advantages[rows], clip, total)
         loss.backward()
         loss_sum += float(loss.detach())
     return loss_sum
