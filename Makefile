@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels
+.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -67,6 +67,23 @@ gpu-wheels: setup
 		-d gpu-wheels $(GPU_WHEELS)
 	$(PY) reproductions/gpu_check.py --trim-wheel gpu-wheels/bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl
 	@du -ch gpu-wheels/*.whl | tail -1
+
+## gpu-rehearsal: the device check on CPU in an environment shaped like the lent image (Python 3.12, transformers
+## 5.17, accelerate 1.15, peft 0.21; no trl, datasets, vLLM or wmrl installed; the staged wheels carried), all phases
+## on a miniature of the 4B's class. Not in CI: PyPI has no CPU torch for Python 3.12, so this venv holds torch's CUDA
+## build (5.5 GB, run on the CPU). The report is committed (reproductions/results/gpu_check/cpu_image_rehearsal.json)
+IMAGE_PYTHON ?= python3.12
+IMAGE_VENV ?= .venv-image
+IMAGE_PACKAGES := torch==2.13.0 transformers==5.17.0 accelerate==1.15.0 peft==0.21.0 numpy scipy pandas scikit-learn \
+	matplotlib seaborn pyyaml tqdm pyarrow xxhash einops jinja2 fsspec psutil requests statsmodels
+gpu-rehearsal: gpu-wheels
+	test -x $(IMAGE_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
+	$(IMAGE_VENV)/bin/pip install --quiet $(IMAGE_PACKAGES)
+	cd /tmp && ! $(abspath $(IMAGE_VENV))/bin/python -c "import wmrl" 2>/dev/null  # the image has no wmrl: the check brings its own
+	cd /tmp && $(abspath $(IMAGE_VENV))/bin/python $(CURDIR)/reproductions/gpu_check.py --wheels $(CURDIR)/gpu-wheels \
+		--arch tiny-qwen3.5 --config qwen3.5-4b --max-solutions 2 --completion-tokens 16 --max-model-len 2048 \
+		--shape-tokens 512 --out /tmp/wmrl-gpu-rehearsal/report.json; \
+		cp /tmp/wmrl-gpu-rehearsal/report.json $(CURDIR)/reproductions/results/gpu_check/cpu_image_rehearsal.json
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
 setup-system:

@@ -1,9 +1,11 @@
 """Faults that would kill or corrupt a real multi-GPU run (issue 25), each tested on CPU; each test failed on the
 code before its fix."""
 import types
+from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
 pytest.importorskip("trl")
 from wmrl.adapters import train  # noqa: E402
 from wmrl.adapters.train_config import load_config  # noqa: E402
@@ -152,3 +154,64 @@ def test_a_qwen35_vision_language_checkpoint_loads_text_only_for_training(tmp_pa
     ids = torch.randint(0, 512, (2, 12))
     with torch.no_grad():
         torch.testing.assert_close(policy(input_ids=ids).logits, full(input_ids=ids).logits)
+
+
+def test_the_world_models_prefill_bill_is_counted_without_prefix_sharing_on_a_hybrid():
+    """Fault 6: eight check prompts a program relied on prefix caching, a no-op or block-limited on Gated-DeltaNet
+    hybrids. The plan now bills a hybrid eight full prefills a program (64 episodes x 4 turns a step for the 4B agent
+    config, about 11M tokens) and prints the minutes at the rate measured on the lent H200."""
+    from wmrl.adapters.plan import format_plan, plan
+    config = load_config("qwen3.5-4b")
+    result = plan(config, "h200x1")
+    bill = result["world_model_bill"]
+    assert bill["programs"] == 64 * 4 and bill["checks"] == 8 and not bill["shared_prefix"]
+    assert bill["tokens_per_step"] == 256 * 8 * bill["prompt_tokens"] and 1.0e7 < bill["tokens_per_step"] < 1.3e7
+    assert bill["seconds_per_step"] == pytest.approx(bill["tokens_per_step"] / 10613)
+    assert "world-model prefill" in format_plan(config, result) and "full prefills" in format_plan(config, result)
+    assert plan(load_config("tiny-cpu"), "cpu-24g")["world_model_bill"] is None  # a static judge prefills nothing
+
+
+def test_a_multi_turn_rollout_syncs_the_sleeping_engine_once_a_step():
+    """Fault 8: TRL 1.16's colocated engine in sleep mode sleeps at level 2 after every generate call and re-pushes all
+    weights at the next, so an agent rollout synced the policy once per turn (4 x 8.4 GB a step for the 4B). The
+    engine below is a stand-in with TRL's generate protocol (no vLLM here); TRL's own source is checked for it."""
+    import inspect
+    from types import SimpleNamespace
+
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from wmrl.adapters.agent_rollout import AgentRollout
+    from wmrl.execution.tasks import load_task
+    from wmrl.world_model.backends import tiny_random_model
+    from wmrl.world_model.static import StaticWorldModel
+    source = inspect.getsource(VLLMGeneration.generate)  # the protocol the stand-in copies
+    assert "self.llm.sleep(level=2)" in source and "self._llm_weights_sleeping = True" in source
+    assert "self._llm_weights_sleeping" in source and "self.sync_weights()" in source
+
+    class Engine:
+        mode, enable_sleep_mode = "colocate", True
+
+        def __init__(self):
+            self.syncs, self._llm_weights_sleeping = 0, True
+            self.llm = SimpleNamespace(sleep=lambda level=1: None, wake_up=lambda tags=None: None)
+
+        def generate(self, prompts):
+            if self._llm_weights_sleeping:
+                self.syncs += 1
+            self.llm.sleep(level=2)
+            self._llm_weights_sleeping = True
+            return [[7, 8, 9]] * len(prompts)
+
+    _, tokenizer = tiny_random_model()
+    task = load_task(REPO / "toy" / "tasks" / "iris")
+    rows = [{"task_id": "iris", "wmrl_anchor": False} for _ in range(2)]
+    engine = Engine()
+    trainer = SimpleNamespace(
+        _wmrl_inputs=rows, _wmrl_plan={}, _tokenizer=tokenizer, eos_token_ids=[tokenizer.eos_token_id],
+        chat_template_kwargs={}, vllm_generation=engine,
+        _tokenize_prompts=lambda prompts: ([tokenizer.encode(p) for p in prompts],),
+        _generate_single_turn=lambda ids, images, fields, n: (engine.generate(ids), None))
+    rollout = AgentRollout({"iris": task}, StaticWorldModel(), max_turns=4)
+    out = rollout(["solve iris", "solve iris"], trainer)
+    assert len(out["completion_ids"]) == 2 and rollout.counts["turns"] == 8
+    assert engine.syncs == 1 and engine._llm_weights_sleeping  # one push a step, asleep again for the gradient pass

@@ -231,3 +231,32 @@ def test_train_scorer_routes_anchor_executions_through_ray(ray, iris, tmp_path):
     via_ray, local = ray_scorer.execute(rows), local_scorer.execute(rows)
     assert via_ray == pytest.approx(local, nan_ok=True)
     assert ray_scorer.counts["executed"] >= 1
+
+
+def test_agent_anchor_episodes_execute_through_ray(ray, iris, tmp_path):
+    """Issue 25, item 4: in agent mode the anchor episodes' executions (the expensive part of the paper's loop) are Ray
+    tasks too when `sandbox.ray` is set, with the records the local sandbox gives; episodes fed by the world model
+    never reach the cluster."""
+    from wmrl.adapters.agent_feedback import SandboxFeedback, WorldModelFeedback
+    from wmrl.adapters.research_agent import parse_action
+    from wmrl.adapters.train import build_scorer, build_tasks
+    from wmrl.adapters.train_config import load_config
+    config = load_config("tiny-cpu-agent", [f"sandbox.ray.cache_dir={tmp_path}", "sandbox.ray.num_cpus=1"])
+    tasks = build_tasks(config)
+    rollout, local = build_scorer(config, tasks), build_scorer(load_config("tiny-cpu-agent"), tasks)
+    assert rollout.run_batch is not None and local.run_batch is None
+    calls = []
+    run_batch = rollout.run_batch
+    rollout.run_batch = lambda jobs: calls.append(len(jobs)) or run_batch(jobs)
+    task_id = next(iter(tasks))
+    rows = [{"task_id": task_id, "wmrl_anchor": True}, {"task_id": task_id, "wmrl_anchor": False}]
+    anchor, predicted = rollout._episodes(rows, ["go", "go"], True, None)
+    assert isinstance(anchor.feedback, SandboxFeedback) and isinstance(predicted.feedback, WorldModelFeedback)
+    action = parse_action(f"```python\n{QUICK}\n```")
+    via_ray = anchor.feedback(action)
+    assert calls == [1] and via_ray.status == "ok"  # one execution, on the cluster
+    predicted.feedback(action)
+    assert calls == [1]  # the world model's episode did not execute
+    (local_episode, _) = local._episodes(rows, ["go", "go"], True, None)
+    here = local_episode.feedback(action)
+    assert here.status == via_ray.status and here.reward == pytest.approx(via_ray.reward)

@@ -7,6 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/agent_rollout.html.md"""
 # %% ../../nbs/565_agent_rollout.ipynb #71e068a5
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from .kaggle_env import KaggleEnv
 from .research_agent import Episode, observe_batch
 
 # %% auto #0
-__all__ = ['AGENT_FEEDBACK', 'observation_ids', 'AgentRollout']
+__all__ = ['AGENT_FEEDBACK', 'observation_ids', 'AgentRollout', 'engine_awake_between_turns']
 
 # %% ../../nbs/565_agent_rollout.ipynb #01ca6f70
 _MARK = "\x00wmrl-agent-message\x00"
@@ -56,7 +57,8 @@ class AgentRollout:
                  workers: int = 1,  # sandbox actions of one turn run in parallel threads
                  respond: Callable[[str], str] | None = None,  # generated text -> the message acted on (tiny policies)
                  feedback: str = "world_model",  # what non-anchor episodes observe between turns: "world_model" | "sandbox"
-                 task_column: str = "task_id"):
+                 task_column: str = "task_id",
+                 run_batch: Callable | None = None):  # [(task, code, limits)] -> records: anchors on a Ray cluster
         if not tasks:
             raise ValueError("AgentRollout needs at least one task")
         if not callable(getattr(world_model, "predict", None)):
@@ -69,7 +71,7 @@ class AgentRollout:
         self.tasks, self.world_model, self.respond, self.task_column = dict(tasks), world_model, respond, task_column
         self.feedback = feedback
         self.max_turns, self.observation_max_tokens, self.workers = max_turns, observation_max_tokens, workers
-        self.backend, self.limits = backend, limits
+        self.backend, self.limits, self.run_batch = backend, limits, run_batch
         self.seconds = {"predict": 0.0, "execute": 0.0, "generate": 0.0}
         self.counts = {"predicted": 0, "executed": 0, "cache_hits": 0, "episodes": 0, "turns": 0}
         self.last_rollout = None  # the latest batch: trajectories and token layout (tests, debugging)
@@ -99,7 +101,7 @@ def _episodes(self: AgentRollout, rows: Sequence[Mapping], prompts: Sequence, tr
         if training and self.feedback == "world_model" and not bool(row.get("wmrl_anchor", False)):
             feedback = WorldModelFeedback(self.world_model, task, wall_s=partial(self.typical_wall_s, row.get(self.task_column)))
         else:
-            feedback = SandboxFeedback(KaggleEnv(task, backend=self.backend, limits=self.limits))
+            feedback = SandboxFeedback(KaggleEnv(task, backend=self.backend, limits=self.limits, run_batch=self.run_batch))
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
         episodes.append(Episode(task, feedback, self.max_turns, self.observation_max_tokens, tokenizer, messages=messages))
     return episodes
@@ -149,6 +151,41 @@ def _rollout(self: AgentRollout, prompts: list, trainer) -> dict:
     return output
 
 AgentRollout.__call__ = _rollout
+
+# %% ../../nbs/565_agent_rollout.ipynb #6acb8e58
+@contextlib.contextmanager
+def engine_awake_between_turns(trainer):
+    "Defer the colocated engine's sleep (and TRL's weight re-push) to the end of the block; no-op without one."
+    engine = getattr(trainer, "vllm_generation", None)
+    if engine is None or getattr(engine, "mode", None) != "colocate" or not getattr(engine, "enable_sleep_mode", False):
+        yield
+        return
+    llm, deferred, generate = engine.llm, [], engine.generate
+    had_sleep = "sleep" in vars(llm)
+
+    def held_generate(*args, **kwargs):
+        out = generate(*args, **kwargs)
+        engine._llm_weights_sleeping = False  # its sleep was deferred: the weights are still in the engine
+        return out
+    sleep, llm.sleep, engine.generate = llm.sleep, (lambda level=1, **kwargs: deferred.append(level)), held_generate
+    try:
+        yield
+    finally:
+        engine.generate = generate
+        if had_sleep:
+            llm.sleep = sleep
+        else:
+            del llm.sleep
+        if deferred:
+            sleep(level=deferred[-1])
+            engine._llm_weights_sleeping = True
+
+def _rollout_holding_the_engine(self: AgentRollout, prompts: list, trainer) -> dict:
+    "The rollout with the generation engine kept awake across its turns."
+    with engine_awake_between_turns(trainer):
+        return _rollout(self, prompts, trainer)
+
+AgentRollout.__call__ = _rollout_holding_the_engine
 
 # %% ../../nbs/565_agent_rollout.ipynb #2269c701
 def _finish(self: AgentRollout, episodes, rows, prompt_ids, completions, env_mask, logprobs) -> dict:

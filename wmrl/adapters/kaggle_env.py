@@ -109,11 +109,14 @@ class KaggleEnv:
     "MLE-Dojo's KaggleEnvironment interface on a kit task: step(action, **kwargs) -> (observation, reward)."
     actions = ("request_info", "validate_code", "execute_code", "reset", "get_history")
 
-    def __init__(self, task, output_dir=None, backend=None, limits=None):
+    def __init__(self, task, output_dir=None, backend=None, limits=None,
+                 run_batch=None):  # [(task, code, limits)] -> records: another executor (a Ray cluster) runs the code
         for needed in ("public_dir", "answer_path", "public_leaderboard", "higher_is_better"):
             if not hasattr(task, needed):
                 raise TypeError(f"task must be a kit Task (from load_task / load_competition); it lacks {needed!r}")
-        self.task, self.backend, self.limits = task, backend, limits
+        if run_batch is not None and not callable(run_batch):
+            raise TypeError("run_batch must be callable: [(task, code, limits)] -> [ExecutionRecord]")
+        self.task, self.backend, self.limits, self.run_batch = task, backend, limits, run_batch
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.reset()
 
@@ -153,9 +156,12 @@ KaggleEnv._request_info = _request_info
 
 # %% ../../nbs/551_kaggle_env.ipynb #68215264
 def _run(self, code: str):
-    "Execute in the kit's sandbox and keep the full record (MLE-Dojo's env has no such record)."
+    "Execute in the kit's sandbox (or the given executor's) and keep the full record (MLE-Dojo's env has no such record)."
     from wmrl.execution.sandbox import execute
-    record = execute(self.task, code, backend=self.backend, limits=self.limits)
+    if self.run_batch is not None:
+        record = list(self.run_batch([(self.task, code, self.limits)]))[0]
+    else:
+        record = execute(self.task, code, backend=self.backend, limits=self.limits)
     self.last_record = record
     return record
 

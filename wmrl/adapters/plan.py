@@ -17,11 +17,11 @@ GIB = 2**30
 
 # %% auto #0
 __all__ = ['GIB', 'HARDWARE', 'DTYPE_BYTES', 'BLOCK_ABSMAX', 'FUSED_TILE', 'SYSTEM_TOKENS', 'HEADROOM', 'ALLOCATOR_MARGIN',
-           'ENGINE_OVERHEAD_GIB', 'PROCESS_OVERHEAD_GIB', 'ENVIRONMENT_GIB', 'Hardware', 'models_dir',
-           'load_architecture', 'layer_kinds', 'parameter_count', 'activation_bytes', 'kv_bytes_per_token',
-           'state_bytes_per_sequence', 'optimizer_bytes_per_param', 'embedding_state_bytes', 'fused_head_bytes',
-           'policy_precision', 'sequence_lengths', 'engines', 'training_memory', 'host_and_disk', 'plan', 'format_plan',
-           'measure_step', 'estimate_step']
+           'ENGINE_OVERHEAD_GIB', 'PROCESS_OVERHEAD_GIB', 'CHARS_PER_TOKEN', 'DATA_TOKENS', 'ENVIRONMENT_GIB',
+           'Hardware', 'models_dir', 'load_architecture', 'layer_kinds', 'parameter_count', 'activation_bytes',
+           'kv_bytes_per_token', 'state_bytes_per_sequence', 'optimizer_bytes_per_param', 'embedding_state_bytes',
+           'fused_head_bytes', 'policy_precision', 'sequence_lengths', 'engines', 'training_memory', 'world_model_bill',
+           'host_and_disk', 'plan', 'format_plan', 'measure_step', 'estimate_step']
 
 # %% ../../nbs/540_plan.ipynb #1bd15efc
 @dataclass(frozen=True)
@@ -244,6 +244,26 @@ def training_memory(config: dict, arch: dict, processes: int) -> dict:
             "logits": head / GIB, "autocast": autocast / div_w / GIB, "precision": precision, "lengths": lengths,
             "params": n_params}
 
+# %% ../../nbs/540_plan.ipynb #5eaba5b1
+CHARS_PER_TOKEN = 4  # English and Python under a Qwen BPE (an assumption; the device check counts real prompts)
+DATA_TOKENS = 300  # the data inventory and installed versions (an allowance: a few files' column lists)
+
+def world_model_bill(config: dict, arch: dict, processes: int) -> dict:
+    "Prefill tokens a step of the world model: programs x checks x prompt tokens, without prefix sharing on hybrids."
+    from wmrl.world_model.prompts import ANSWER_FORMAT, CHECK_QUESTIONS, SYSTEM_PROMPT
+    trl, agent, res = config["trl"], config["agent"], config.get("resources", {})
+    rows = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1) * processes
+    turns = agent["max_turns"] if config["tasks"]["program"] == "agent" else 1
+    code = agent["max_new_tokens"] if turns > 1 else trl.get("max_completion_length", 256)
+    prefix = (len(SYSTEM_PROMPT) + 3000) // CHARS_PER_TOKEN + DATA_TOKENS + code  # build_prefix: description <= 3,000 chars
+    question = max(len(q) for q in CHECK_QUESTIONS.values()) // CHARS_PER_TOKEN + len(ANSWER_FORMAT) // CHARS_PER_TOKEN
+    shared = "linear_attention" not in layer_kinds(arch)
+    per_program = prefix + len(CHECK_QUESTIONS) * question if shared else len(CHECK_QUESTIONS) * (prefix + question)
+    tokens, rate = rows * turns * per_program, res.get("world_model_prefill_tokens_per_s")
+    return {"programs": rows * turns, "checks": len(CHECK_QUESTIONS), "prompt_tokens": prefix + question,
+            "shared_prefix": shared, "tokens_per_step": tokens, "seconds_per_step": tokens / rate if rate else None,
+            "rate": rate}
+
 # %% ../../nbs/540_plan.ipynb #a10b501b
 ENVIRONMENT_GIB = 8.0  # disk for the Python environment, caches and sandbox folders (an allowance, not measured here)
 
@@ -279,6 +299,8 @@ def plan(config: dict, hardware: str | Hardware, margin: float = ALLOCATOR_MARGI
     backward = ((states + mem["grads"] + mem["activations"] + mem["logits"] + mem["autocast"]) * (1 + margin)
                 + training_awake + PROCESS_OVERHEAD_GIB)
     ops = host_and_disk(config, processes, mem, found)
+    ops["world_model_bill"] = world_model_bill(config, arch, processes) if config["world_model"]["backend"] in (
+        "vllm", "transformers", "http") else None
     if not hw.gpus:  # a CPU box: the trainer's tensors live in host memory too
         ops["host_gib"] += processes * backward
     problems = []
@@ -297,6 +319,15 @@ def plan(config: dict, hardware: str | Hardware, margin: float = ALLOCATOR_MARGI
             "backward_gib": backward, "peak_gib": max(generation, backward), **ops, "fits": not problems, "problems": problems}
 
 # %% ../../nbs/540_plan.ipynb #212da16a
+def _bill_row(bill: dict | None) -> list[tuple[str, str, str]]:
+    "The world model's prefill bill as a row of the table (none without an LLM world model)."
+    if not bill:
+        return []
+    how = "prefix shared by the checks" if bill["shared_prefix"] else "no prefix sharing on a hybrid: full prefills"
+    time = f"; {bill['seconds_per_step'] / 60:.0f} min a step at {bill['rate']:,.0f} tokens/s" if bill["rate"] else ""
+    return [("world-model prefill", f"{bill['tokens_per_step'] / 1e6:.1f}M tok", f"{bill['programs']} programs x "
+             f"{bill['checks']} checks x {bill['prompt_tokens']:,} tokens; {how}{time}")]
+
 def format_plan(config: dict, result: dict) -> str:
     "The plan as a text table (GiB)."
     hw, mem = result["hardware"], result["memory"]
@@ -315,6 +346,7 @@ def format_plan(config: dict, result: dict) -> str:
     rows += [("peak: generation", f"{result['generation_gib']:.1f}", "engines awake, no gradients"),
              ("peak: gradient pass", f"{result['backward_gib']:.1f}", f"sleeping engines freed; +{ALLOCATOR_MARGIN:.0%} margin; " +
               (f"must stay below {HEADROOM * hw.gpu_gib:.0f} of {hw.gpu_gib:.0f} GiB" if hw.gpus else "no GPU: counted in host memory")),
+             *_bill_row(result.get("world_model_bill")),
              ("host memory", f"{result['host_gib']:.0f}", f"sandbox {result['sandbox_gib']:.0f} GiB; of {hw.host_gib:.0f} GiB"),
              ("disk", f"{result['disk_gib']:.0f}", f"{result['checkpoints_kept']} x {result['checkpoint_gib']:.1f} GiB checkpoints + model "
               f"+ {result['environment_gib']:.0f} GiB environment; of {hw.disk_gib:.0f} GiB")]

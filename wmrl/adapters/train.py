@@ -26,8 +26,8 @@ from .train_config import correction_config, load_config, repo_root
 
 # %% auto #0
 __all__ = ['run_folder', 'sandbox_limits', 'grpo_config', 'collective_timeout_s', 'build_tasks', 'build_dataset_rows',
-           'model_path', 'policy_path', 'build_scorer', 'agent_menu', 'gpus_in_run', 'run_training', 'dry_run',
-           'cli_train']
+           'model_path', 'policy_path', 'build_scorer', 'ray_run_batch', 'agent_menu', 'gpus_in_run', 'run_training',
+           'dry_run', 'cli_train']
 
 # %% ../../nbs/520_train.ipynb #0b416434
 def run_folder(config: dict) -> Path:
@@ -175,13 +175,16 @@ def build_scorer(config: dict, tasks: dict, world_model=None):
         program = menu_program([_resolve(p).read_text() for p in config["tasks"]["menu"]])
     else:
         program = code_from_completion
-    run_batch = None
-    if sandbox["ray"]:  # anchor executions as Ray tasks, each running the named backend on its node
-        from wmrl.adapters.ray_pool import RayExecutionPool
-        pool = RayExecutionPool(backend=sandbox["backend"] or "bwrap", **dict(sandbox["ray"]))
-        run_batch = partial(pool.map, progress=False)
     return TaskScorer(tasks, world_model, program=program, backend=sandbox["backend"], limits=limits,
-                      workers=sandbox["workers"], run_batch=run_batch)
+                      workers=sandbox["workers"], run_batch=ray_run_batch(sandbox))
+
+def ray_run_batch(sandbox: dict):
+    "With `sandbox.ray`, anchor executions as Ray tasks, each running the named backend on its node; else None."
+    if not sandbox["ray"]:
+        return None
+    from wmrl.adapters.ray_pool import RayExecutionPool
+    pool = RayExecutionPool(backend=sandbox["backend"] or "bwrap", **dict(sandbox["ray"]))
+    return partial(pool.map, progress=False)
 
 # %% ../../nbs/520_train.ipynb #c2f8a828
 def agent_menu(entries: list) -> list[str]:
@@ -207,7 +210,7 @@ def _agent_scorer(config: dict, tasks: dict, world_model, limits):
     respond = menu_message(agent_menu(agent["menu"])) if agent["menu"] else None
     return AgentRollout(tasks, world_model, max_turns=agent["max_turns"], observation_max_tokens=agent["observation_max_tokens"],
                         backend=config["sandbox"]["backend"], limits=limits, workers=config["sandbox"]["workers"],
-                        respond=respond, feedback=agent["feedback"])
+                        respond=respond, feedback=agent["feedback"], run_batch=ray_run_batch(config["sandbox"]))
 
 # %% ../../nbs/520_train.ipynb #2f8dec30
 def _provenance() -> dict:

@@ -68,7 +68,8 @@ DEFAULTS = {
                   "prompt_tokens": None,  # one-shot prompts: tokens per prompt for the plan (None: 1024)
                   "data_gib": 0.0,  # task data on the same disk
                   "environment_gib": None,  # environment, caches, sandbox folders on that disk (None: the plan's allowance)
-                  "process_host_gib": 8.0},  # host memory of one training process besides its sandbox jobs
+                  "process_host_gib": 8.0,  # host memory of one training process besides its sandbox jobs
+                  "world_model_prefill_tokens_per_s": None},  # the judge's prefill rate: the plan's minutes a step (None: tokens only)
 }
 
 # %% ../../nbs/521_train_config.ipynb #a2debe12
