@@ -32,6 +32,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "run a DSBench grid through TRL (papermill per run) and set it next to the paper's Table 1"),
     (("reproduce", "embodied"), "wmrl.embodied.report:cli_reproduce_embodied",
      "run the embodied miniature (four arms x seeds on Meta-World, papermill) in Table 3's columns"),
+    (("reproduce", "libero"), "wmrl.embodied.libero_grpo:cli_reproduce_libero",
+     "run LIBERO GRPO with WMRL (papermill; --dry-run: stand-ins for LIBERO, the VLA and Robometer)"),
     (("prior", "fit"), "wmrl.world_model.prior:cli_fit_prior",
      "fit the static world model's quality prior on the suite's training tasks (frozen JSON)"),
     (("train",), "wmrl.adapters.train:cli_train", "train with WMRL or a baseline through TRL from a YAML config"),

@@ -1,0 +1,62 @@
+"""LIBERO GRPO through its papermill template (issue 28): `wmrl reproduce libero --dry-run` end to end, and a run
+killed after its first checkpoint resumes to the unbroken run's log. The stand-ins (LIBERO's interface, a tiny
+LlamaForCausalLM of OpenVLA's vocabulary, a progress function with Robometer's keys) are named in nbs/656."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("papermill")
+
+ARGS = ["--dry-run", "--groups", "2", "--rollouts", "2", "--max-steps", "4", "--eval-inits", "40", "41", "--no-progress"]
+
+
+def reproduce(out: Path, steps: int, **popen):
+    command = [sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(out), "--steps", str(steps), *ARGS]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **popen)
+
+
+def strip(log):
+    return json.dumps([{k: v for k, v in row.items() if k != "seconds"} for row in log])  # NaN equals NaN here
+
+
+def test_a_killed_run_resumes_to_the_unbroken_runs_log(tmp_path):
+    whole = reproduce(tmp_path / "whole", 3)
+    stdout, stderr = whole.communicate(timeout=900)
+    assert whole.returncode == 0, stderr[-3000:]
+    printed = json.loads(stdout.strip().splitlines()[-1])
+    assert printed["steps"] == 3 and set(printed["seconds"]) == {"episodes", "world_model", "update"}
+    assert (tmp_path / "whole" / "libero.ipynb").is_file()  # the executed template sits in the run folder
+
+    killed = reproduce(tmp_path / "split", 3)
+    checkpoint, deadline = tmp_path / "split" / "checkpoint.pt", time.monotonic() + 600
+    while not checkpoint.is_file() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)  # the papermill kernel too
+    killed.communicate()
+    import torch
+    at_kill = torch.load(checkpoint, weights_only=False)["step"]
+    assert 1 <= at_kill < 3 and not (tmp_path / "split" / "summary.json").exists()  # killed mid-run, not after
+    resumed = reproduce(tmp_path / "split", 3)
+    stdout, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, stderr[-3000:]
+    summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in ("whole", "split")]
+    assert strip(summaries[1]["log"]) == strip(summaries[0]["log"])
+    assert summaries[1]["eval"] == pytest.approx(summaries[0]["eval"])
+
+
+def test_bad_input_and_the_real_mode_are_refused_on_stderr(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(tmp_path / "x"),
+                           "--dry-run", "--rollouts", "0"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "rollouts must be >= 1" in done.stderr and not (tmp_path / "x").exists()
+    done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(tmp_path / "y")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "issue 28" in done.stderr
