@@ -499,7 +499,7 @@ def phase_fla(args: argparse.Namespace, record: dict) -> None:
     Gated DeltaNet layer (forward and backward): both timed, the kernel's first call (Triton compiles and autotunes)
     apart, and the largest difference of outputs and gradients."""
     if not _cuda():
-        raise RuntimeError("skipped: no CUDA (flash-linear-attention's kernels are Triton GPU kernels)")
+        raise PhaseSkipped("no CUDA (flash-linear-attention's kernels are Triton GPU kernels)")
     import torch
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
@@ -545,6 +545,10 @@ def phase_fla(args: argparse.Namespace, record: dict) -> None:
         raise RuntimeError(f"fla's backward cannot run here ({record['fla_backward_error']}); its forward was timed")
 
 
+class PhaseSkipped(Exception):
+    "A phase this machine cannot run by its nature (no GPU for GPU kernels): reported as skipped, not failed."
+
+
 def _torch_gated_delta_rule():
     "transformers' torch implementation of the chunked gated delta rule (the fallback every other phase runs)."
     import importlib
@@ -581,11 +585,13 @@ def run_phase(args: argparse.Namespace) -> int:
     try:
         globals()[f"phase_{args.phase}"](args, record)
         record["ok"] = True
+    except PhaseSkipped as reason:
+        record.update(ok=None, skipped=str(reason))
     except BaseException as error:  # noqa: BLE001 - the report must say why, whatever it was
         record.update(ok=False, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc()[-4000:])
     record["child_s"] = time.perf_counter() - started
     write_record(args, record)
-    return 0 if record["ok"] else 1
+    return 0 if record["ok"] or record.get("skipped") else 1
 
 
 def write_record(args: argparse.Namespace, record: dict) -> None:
@@ -657,7 +663,7 @@ def launch(args: argparse.Namespace, phase: str, argv: list[str]) -> dict:
         record.update(ok=False, error=f"timed out after {limit:.0f} s (the phase's limit; --scale raises it)")
     elif not path.is_file():
         record["error"] = f"the phase process died with exit code {rc} before writing its record"
-    if not record.get("ok"):
+    if not record.get("ok") and not record.get("skipped"):
         record["stderr_tail"] = stderr[-3000:]
     record.update(wall_s=time.perf_counter() - started, limit_s=limit, device_peak_gib=sampler.peak)
     return record
@@ -686,11 +692,13 @@ def main(argv: list[str] | None = None) -> int:
         record = launch(args, phase, argv)
         report["phases"][phase] = record
         print(json.dumps({"phase": phase, "ok": record.get("ok"), "wall_s": round(record["wall_s"], 1),
-                          "device_peak_gib": record.get("device_peak_gib"), "error": record.get("error")}), flush=True)
+                          "device_peak_gib": record.get("device_peak_gib"), "error": record.get("error"),
+                          **({"skipped": record["skipped"]} if record.get("skipped") else {})}), flush=True)
         if phase == "build" and not record.get("ok"):
             break  # nothing to load
     report["total_s"] = time.perf_counter() - started
-    report["failed"] = [p for p, r in report["phases"].items() if not r.get("ok")]
+    report["failed"] = [p for p, r in report["phases"].items() if not r.get("ok") and not r.get("skipped")]
+    report["skipped"] = {p: r["skipped"] for p, r in report["phases"].items() if r.get("skipped")}
     report["measured_vs_plan"] = {p: {"plan_peak_gib": r.get("plan_trainer_gib", summary["plan_gib"].get(p, {}).get("peak_gib")),
                                       "device_peak_gib": r.get("device_peak_gib"),
                                       "torch_peak_reserved_gib": r.get("torch_peak_reserved_gib")}
