@@ -24,6 +24,32 @@ def reproduce(out: Path, steps: int, **popen):
                             **popen)
 
 
+def descendants(pid: int) -> list[int]:
+    "Every live descendant of `pid`, from /proc (the papermill kernel runs in a session of its own, out of killpg's reach)."
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found, todo = found + kids, todo + kids
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    "SIGKILL a process and every descendant, the kernel doing the work included."
+    for victim in [pid, *descendants(pid)]:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def strip(log):
     return json.dumps([{k: v for k, v in row.items() if k != "seconds"} for row in log])  # NaN equals NaN here
 
@@ -39,9 +65,10 @@ def test_a_killed_run_resumes_to_the_unbroken_runs_log(tmp_path):
     killed = reproduce(tmp_path / "split", 3)
     checkpoint, deadline = tmp_path / "split" / "checkpoint.pt", time.monotonic() + 600
     while not checkpoint.is_file() and killed.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(killed.pid, signal.SIGKILL)  # the papermill kernel too
+        time.sleep(0.02)
+    kill_tree(killed.pid)  # papermill and its kernel, which trains
     killed.communicate()
+    time.sleep(1.0)  # a survivor would write its next checkpoint by now
     import torch
     at_kill = torch.load(checkpoint, weights_only=False)["step"]
     assert 1 <= at_kill < 3 and not (tmp_path / "split" / "summary.json").exists()  # killed mid-run, not after
