@@ -222,12 +222,9 @@ def planned(args: argparse.Namespace) -> dict:
         if name == "training":
             world = [e for e in result["engines"] if e["name"].startswith("world")]
             figures["world_model"] = {"peak_gib": world[0]["reserved_gib"] if world else None}
-    config = load_config(args.config, trainer_overrides(args, run_dir(args) / "trainer"))
-    config["trl"]["use_vllm"] = False
-    result = plan(config, "h200x1")  # no engine: the gradient pass is the trainer alone
+    result = plan(trainer_config(args, run_dir(args) / "trainer"), "h200x1")  # no engine: the trainer alone
     figures["trainer"] = {"peak_gib": result["backward_gib"], "lengths": result["memory"]["lengths"],
-                          **{k: result["memory"][k] for k in ("weights", "grads", "optimizer", "activations", "logits",
-                                                              "autocast")}}
+                          **{k: result["memory"][k] for k in TRAINER_TERMS}}
     return figures
 
 
@@ -289,6 +286,15 @@ def shape_lengths(args: argparse.Namespace) -> dict:
     return lengths
 
 
+TRAINER_TERMS = ("weights", "grads", "optimizer", "activations", "logits", "autocast")  # the plan's gradient-pass terms
+
+
+def trainer_config(args: argparse.Namespace, out_dir: Path) -> dict:
+    "The trainer phase's resolved config (no vLLM: its gradient pass is the trainer alone), for the phase and the plan."
+    from wmrl.adapters.train_config import load_config
+    return load_config(args.config, trainer_overrides(args, out_dir))
+
+
 def trainer_overrides(args: argparse.Namespace, out_dir: Path) -> list[str]:
     """Rows of the agent's shape through the config's trainer settings: 2 steps of one group of 2 rows (one row per
     micro-batch, as the config trains), the static world model (this phase measures the trainer, not the judge)."""
@@ -338,18 +344,14 @@ def phase_trainer(args: argparse.Namespace, record: dict) -> None:
 
     from wmrl.adapters.plan import plan
     from wmrl.adapters.train import build_dataset_rows, build_scorer, build_tasks, correction_config, grpo_config
-    from wmrl.adapters.train_config import load_config
     from wmrl.adapters.trl_adapter import make_wmrl_trainer_class
     from wmrl.core.correction import WMRLCorrector
     from wmrl.world_model.backends import get_world_model
     out_dir = run_dir(args) / "trainer"
-    config = load_config(args.config, trainer_overrides(args, out_dir))
-    config["trl"]["use_vllm"] = False  # generation is replaced by rollouts of the agent's shape
-    config = degrade(config, record)
+    config = degrade(trainer_config(args, out_dir), record)  # generation is replaced by rollouts of the agent's shape
     lengths, planned_run = shape_lengths(args), plan(config, "h200x1")
     record.update(lengths=lengths, plan_trainer_gib=planned_run["backward_gib"],
-                  plan_terms_gib={k: planned_run["memory"][k] for k in ("weights", "grads", "optimizer", "activations",
-                                                                        "logits", "autocast", "optimizer_total_gib")},
+                  plan_terms_gib={k: planned_run["memory"][k] for k in (*TRAINER_TERMS, "optimizer_total_gib")},
                   optim=config["trl"]["optim"], steps=[])
     loading, tasks = time.perf_counter(), build_tasks(config)
     tokenizer = AutoTokenizer.from_pretrained(model_folder(args))
@@ -435,15 +437,14 @@ def _time_generations(world_model, calls: list) -> None:
     generate = model.generate
 
     def timed(**batch):
-        sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-        sync()
+        _sync()
         started = time.perf_counter()
         with torch.no_grad():
             model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], logits_to_keep=1)
-        sync()
+        _sync()
         prefill_s, started = time.perf_counter() - started, time.perf_counter()
         out = generate(**batch)
-        sync()
+        _sync()
         calls.append({"rows": int(batch["input_ids"].shape[0]), "prompt_tokens": int(batch["attention_mask"].sum()),
                       "padded_len": int(batch["input_ids"].shape[1]), "prefill_s": prefill_s,
                       "generate_s": time.perf_counter() - started,
@@ -505,7 +506,7 @@ def phase_fla(args: argparse.Namespace, record: dict) -> None:
 
     from wmrl.adapters.plan import load_architecture
     fallback = _torch_gated_delta_rule()
-    arch, device = load_architecture(args.arch), "cuda" if _cuda() else "cpu"
+    arch, device = load_architecture(args.arch), "cuda"
     heads, dk, dv = arch["linear_num_value_heads"], arch["linear_key_head_dim"], arch["linear_value_head_dim"]
     tokens = min(8192, shape_lengths(args)["total"])
     generator = torch.Generator(device=device).manual_seed(0)
@@ -717,12 +718,9 @@ def summarise(report: dict, args: argparse.Namespace) -> dict:
     trainer = report["phases"].get("trainer")
     if trainer and trainer.get("steps"):
         from wmrl.adapters.plan import plan
-        from wmrl.adapters.train_config import load_config
-        config = load_config(args.config, trainer_overrides(args, run_dir(args) / "trainer"))
-        config["trl"]["use_vllm"] = False
+        config = trainer_config(args, run_dir(args) / "trainer")
         config["trl"]["optim"] = trainer["optim"]
-        today = plan(config, "h200x1")
-        terms = ("weights", "grads", "optimizer", "activations", "logits", "autocast")
+        today, terms = plan(config, "h200x1"), TRAINER_TERMS
         summary["trainer"] = {
             "lengths": trainer["lengths"], "steps": trainer["steps"], "torch_peak_allocated_gib": trainer.get("torch_peak_allocated_gib"),
             "torch_peak_reserved_gib": trainer.get("torch_peak_reserved_gib"), "device_peak_gib": trainer.get("device_peak_gib"),

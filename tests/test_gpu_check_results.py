@@ -29,11 +29,10 @@ def measured():
 def planned_trainer(tmp_path):
     "Today's plan for the trainer phase's own config (the same overrides the check used)."
     from wmrl.adapters.plan import plan
-    from wmrl.adapters.train_config import load_config
     module = load_script()
     args = module.parse_args(["--out", str(tmp_path / "check.json")])
-    config = load_config(args.config, module.trainer_overrides(args, tmp_path / "trainer"))
-    config["trl"]["use_vllm"] = False
+    config = module.trainer_config(args, tmp_path / "trainer")
+    assert config["trl"]["use_vllm"] is False  # the measured trainer ran without an engine
     return plan(config, "h200x1")
 
 
@@ -43,7 +42,7 @@ def test_the_trainer_plan_covers_the_card_peak_and_stays_within_ten_percent(meas
     device_peak = report["phases"]["trainer"]["device_peak_gib"]  # nvidia-smi: the card, CUDA context included
     assert trainer["lengths"] == result["memory"]["lengths"]  # the measured rows are the plan's rows
     assert device_peak <= result["backward_gib"] <= 1.10 * device_peak, (result["backward_gib"], device_peak)
-    terms = sum(result["memory"][k] for k in ("weights", "grads", "optimizer", "activations", "logits", "autocast"))
+    terms = sum(result["memory"][k] for k in load_script().TRAINER_TERMS)
     assert terms == pytest.approx(trainer["torch_peak_allocated_gib"], rel=0.05)  # the terms, before the margin
 
 

@@ -68,6 +68,7 @@ def test_a_killed_run_resumes_to_the_unbroken_runs_log(tmp_path):
         time.sleep(0.02)
     kill_tree(killed.pid)  # papermill and its kernel, which trains
     killed.communicate()
+    assert killed.returncode == -signal.SIGKILL  # it was still running when killed, not finished
     time.sleep(1.0)  # a survivor would write its next checkpoint by now
     import torch
     at_kill = torch.load(checkpoint, weights_only=False)["step"]
