@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal
+.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -67,6 +67,17 @@ gpu-wheels: setup
 		-d gpu-wheels $(GPU_WHEELS)
 	$(PY) reproductions/gpu_check.py --trim-wheel gpu-wheels/bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl
 	@du -ch gpu-wheels/*.whl | tail -1
+
+## vla-wheels: what the LIBERO track's GPU check needs beyond the lent image (MuJoCo, Meta-World, gymnasium, PyOpenGL
+## for EGL), Python 3.12, into vla-wheels/ (~14 MB: Meta-World's large textures shrunk to 16 px, same names, so the
+## repository and the wheels fit the device tool's 64 MiB): `python3 reproductions/vla_gpu_check.py --wheels vla-wheels`
+VLA_WHEELS := mujoco==3.3.0 metaworld==3.1.1 gymnasium==1.4.0 farama-notifications==0.0.6 pyopengl==3.1.10 glfw==2.11.0
+vla-wheels: setup
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+		-d vla-wheels $(VLA_WHEELS)
+	$(PY) reproductions/vla_gpu_check.py --trim-textures vla-wheels/metaworld-3.1.1-py3-none-any.whl
+	@du -ch vla-wheels/*.whl | tail -1
 
 ## gpu-rehearsal: the device check on CPU in an environment shaped like the lent image (Python 3.12, transformers
 ## 5.17, accelerate 1.15, peft 0.21; no trl, datasets, vLLM or wmrl installed; the staged wheels carried), all phases

@@ -25,7 +25,7 @@ __all__ = ['SUITES', 'MAX_STEPS', 'SETTLE_STEPS', 'DUMMY_ACTION', 'ROLLOUTS_PER_
            'LiberoAssetsMissing', 'write_libero_config', 'require_libero_assets', 'Episode', 'run_episode',
            'make_libero_env', 'vla_prompt', 'encode_actions', 'decode_action_tokens', 'resolve_unnorm_key',
            'unnormalize', 'libero_gripper', 'vla_image', 'vla_model_class', 'VLAPolicy', 'sample_frames',
-           'ProgressAdapter', 'robometer_from_checkpoint', 'evaluate_libero', 'gpu_memory_gib']
+           'ProgressAdapter', 'robometer_from_checkpoint', 'evaluate_libero']
 
 # %% ../../nbs/650_libero.ipynb #9d24fe49
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
@@ -344,13 +344,3 @@ def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range
                 init_of.append(task.index * 100 + i)
     # table3_row groups by (task, init): here the "task" is the ID/OOD split and the init key is (task, state)
     return table3_row(np.array(success), np.array(split), np.array(init_of), [0], [1])
-
-# %% ../../nbs/650_libero.ipynb #93f4a854
-def gpu_memory_gib(policy_params: float = 1.0e9, wm_params: float = 4.0e9, trainable_fraction: float = 1.0,
-                   activation_gib: float = 8.0) -> dict:
-    "GiB for the policy (bf16 weights + fp32 Adam state on trainable weights), the frozen world model and activations."
-    gib = 1024 ** 3
-    policy = policy_params * 2 / gib + policy_params * trainable_fraction * 14 / gib  # + fp32 master, m, v
-    world_model = wm_params * 2 / gib
-    return {"policy_gib": policy, "world_model_gib": world_model, "activation_gib": activation_gib,
-            "total_gib": policy + world_model + activation_gib}

@@ -41,6 +41,12 @@ def left_pad(sequences, pad_id: int = 0):
 def _positions(mask):
     return (mask.cumsum(1) - 1).clamp(min=0)
 
+def _keep(model, k: int) -> dict:
+    "`logits_to_keep=k` where the model takes it: a 152k-token head over 300 positions is most of a VLA's logits memory."
+    import inspect
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper forwards **kwargs
+    return {"logits_to_keep": k} if "logits_to_keep" in inspect.signature(base.forward).parameters else {}
+
 def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, temperature: float = 1.0,
                          generator=None, vocab_size: int = 32_000, bins: int = 256, **inputs):
     "(B, P) left-padded prompts -> (B, n) sampled action token ids and their (B, n) log-probs at T (no gradient)."
@@ -48,7 +54,8 @@ def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, te
     ids = action_token_ids(vocab_size, bins)
     tokens, logps, mask = [], [], attention_mask
     with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True, **inputs)
+        out = model(input_ids=input_ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True,
+                    **_keep(model, 1), **inputs)
         key = "cache" if "cache" in out else "past_key_values"
         for _ in range(n_tokens):
             logp = _action_log_softmax(out["logits"][:, -1], ids, temperature)
@@ -56,7 +63,7 @@ def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, te
             tokens.append(pick[:, 0] + int(ids[0])); logps.append(logp.gather(1, pick)[:, 0])
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             out = model(input_ids=tokens[-1][:, None], attention_mask=mask, position_ids=_positions(mask)[:, -1:],
-                        use_cache=True, **{key: out[key]})
+                        use_cache=True, **_keep(model, 1), **{key: out[key]})
     return torch.stack(tokens, 1), torch.stack(logps, 1)
 
 # %% ../../nbs/655_vla_grpo.ipynb #44ed8c40
@@ -68,7 +75,7 @@ def action_log_probs(model, input_ids, attention_mask, tokens, temperature: floa
     n = tokens.shape[1]
     mask = torch.cat([attention_mask, torch.ones_like(tokens)], dim=1)
     logits = model(input_ids=torch.cat([input_ids, tokens], dim=1), attention_mask=mask, position_ids=_positions(mask),
-                   **inputs)["logits"][:, -n - 1:-1]
+                   **_keep(model, n + 1), **inputs)["logits"][:, -n - 1:-1]
     return _action_log_softmax(logits, ids, temperature).gather(-1, (tokens - int(ids[0]))[..., None])[..., 0]
 
 # %% ../../nbs/655_vla_grpo.ipynb #4fde6386
@@ -81,13 +88,14 @@ def clipped_token_loss(logp, old_logp, advantages, clip: float = 0.2, total_rows
     return per_token.mean(1).sum() / (total_rows or len(logp))
 
 def accumulate_step(model, input_ids, attention_mask, tokens, old_logp, advantages, micro_batch: int,
-                    temperature: float = 1.0, clip: float = 0.2, **inputs) -> float:
+                    temperature: float = 1.0, clip: float = 0.2, vocab_size: int = 32_000, bins: int = 256, **inputs) -> float:
     "Backward over micro-batches of rows (gradients add to the batch's); the caller steps and zeroes the optimiser."
     total, loss_sum, advantages = len(tokens), 0.0, np.asarray(advantages)
     for lo in range(0, total, micro_batch):
         rows = slice(lo, lo + micro_batch)
         extra = {k: v[rows] for k, v in inputs.items()}
-        logp = action_log_probs(model, input_ids[rows], attention_mask[rows], tokens[rows], temperature, **extra)
+        logp = action_log_probs(model, input_ids[rows], attention_mask[rows], tokens[rows], temperature, vocab_size, bins,
+                                **extra)
         loss = clipped_token_loss(logp, old_logp[rows], advantages[rows], clip, total)
         loss.backward()
         loss_sum += float(loss.detach())
