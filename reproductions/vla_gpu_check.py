@@ -10,8 +10,11 @@ in one process, each timed, each with torch's peak memory, each recorded even wh
    stepped --env-steps ticks in lockstep, one batched VLA sampling call a tick (`run_lockstep` + `VLASampler`);
 3. sampling: one batched sampling call over --sample-rows rows (the env's frames repeated), rows/s;
 4. world_model: --wm-rollouts rollouts of 8 frames scored by the progress model, rollouts/s;
-5. update: one GRPO micro-batch of --micro-batch rows with gradient (clipped loss over the action tokens), and an
-   AdamW step on the adapters; rows/s;
+5. update: one GRPO micro-batch with gradient at each of --micro-batches rows (clipped loss over the action tokens),
+   then an AdamW step on the adapters;
+6. loop: the models freed, the kit's LIBERO loop (`run_libero`) at the same sizes for --loop-steps GRPO steps of two
+   groups of --envs / 2 rollouts (one of them, at rho = 0.5, scored by the progress model alone, so that a step
+   trains even when the anchor group fails throughout), --loop-ticks ticks an episode; seconds per component a step;
 then the report: measured peaks (allocated and reserved) against `vla_plan`'s terms and peak for the same settings.
 
 On the lent image (Python 3.12, torch, transformers 5.17, peft; no MuJoCo, Meta-World or gymnasium) carry
@@ -55,6 +58,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--frames", type=int, default=8, help="frames a rollout is scored on (Robometer: 8)")
     p.add_argument("--micro-batches", default="4,8,16,32", help="update micro-batch sizes measured, one backward each "
                    "(the activation term's slope per row)")
+    p.add_argument("--loop-steps", type=int, default=2, help="GRPO steps of the kit's LIBERO loop at these sizes, last")
+    p.add_argument("--loop-ticks", type=int, default=32, help="policy ticks an episode in those steps (LIBERO-Long: 520)")
     p.add_argument("--device", default=None, help="cuda if available, else cpu")
     p.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="bfloat16 on CUDA, float32 on CPU "
                    "unless given (a CPU rehearsal in bfloat16 catches dtype mismatches before the GPU does)")
@@ -67,7 +72,7 @@ def parse(argv=None) -> argparse.Namespace:
                    "shrunk to 16 px (same names: the scenes load and render) and exit")
     args = p.parse_args(argv)
     for name in ("lora_rank", "envs", "env_steps", "frame_px", "sample_rows", "prompt_tokens", "wm_rollouts",
-                 "frames"):
+                 "frames", "loop_steps", "loop_ticks"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     try:
@@ -224,6 +229,13 @@ def summarise(path: Path) -> int:
           f"took {report['phases']['env']['policy_s_by_tick'][0]:.1f} s), "
           f"{a['envs']} Meta-World scenes {got['env_s_per_tick']:.3f} s a tick, progress model {got['wm_s_per_group']:.2f} s "
           f"for {a['wm_rollouts']} rollouts, sampling {report['phases']['sampling']['rows_per_s']:.1f} rows/s at {a['sample_rows']} rows")
+    if "loop" in report["phases"]:
+        loop = report["phases"]["loop"]
+        for row in loop["log"]:
+            print(f"the kit's loop, step {row['step']}: {row['rows']} rows from {loop.get('episodes', a['envs'])} rollouts of "
+                  f"{a.get('loop_ticks')} ticks, episodes {row['seconds']['episodes']:.1f} s, progress model "
+                  f"{row['seconds']['world_model']:.2f} s, update {row['seconds']['update']:.2f} s on {row['rows_trained']} "
+                  f"rows trained (degenerate groups: {row['stats'].get('n_degenerate_groups', 0):.0f} of {row['stats']['n_groups']:.0f})")
     tick = got["policy_s_per_tick"] + got["env_s_per_tick"]
     step = 10 * got["env_s_per_tick"] + 520 * tick + got["wm_s_per_group"] + -(-96 // top) * got["update_s"][top]
     print(f"arithmetic on these rates, not measured: one GRPO step of the paper's config (a group of 8 rollouts, 10 + 520 "
@@ -365,6 +377,24 @@ def main(argv=None) -> int:
         return {"micro_batches": per_size, "held_after_step": held, "device_used_gib": device_used_gib(device),
                 "max_abs_logp_error": float((again.float() - batch["old_logp"].float()).abs().max())}
     run("update", update)
+
+    def loop():
+        "The kit's loop (wmrl.embodied.libero_grpo) at these sizes: two groups of --envs / 2 rollouts a step, evaluated."
+        import gc
+
+        from wmrl.embodied.libero_grpo import LiberoRunConfig, run_libero
+        state.clear(); gc.collect()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache(); memory.reset()
+        config = LiberoRunConfig(policy=args.policy, progress_model=args.world_model, scenes=args.task, device=device,
+                                 frame_px=args.frame_px, lora_rank=args.lora_rank, groups=2, rollouts=max(2, args.envs // 2),
+                                 max_steps=args.loop_ticks, steps=args.loop_steps, micro_batch=max(args.micro_batches),
+                                 lr=5e-6, eval_inits=[40])
+        summary = run_libero(config, out.parent / "loop", progress=False)
+        return {"log": summary["log"], "eval": summary["eval"], "seconds": summary["seconds"],
+                "episodes": config.groups * config.rollouts,
+                "device_used_gib": device_used_gib(device)}
+    run("loop", loop)
 
     plan = vm.vla_plan(args.policy, args.world_model, args.lora_rank, max(args.micro_batches), args.sample_rows,
                        args.prompt_tokens, args.wm_rollouts, args.frames, args.frame_px, card_gib=card)

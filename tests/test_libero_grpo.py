@@ -88,3 +88,21 @@ def test_bad_input_and_the_real_mode_are_refused_on_stderr(tmp_path):
     done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(tmp_path / "y")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "issue 28" in done.stderr
+
+
+def test_the_models_real_classes_on_rendered_scenes_run_through_the_template(tmp_path):
+    "MiniVLA's and Robometer's classes (tiny), LoRA, Meta-World scenes behind LIBERO's interface: one step, evaluated."
+    pytest.importorskip("peft")
+    pytest.importorskip("metaworld")
+    out = tmp_path / "scenes"
+    done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(out), "--steps", "1",
+                           "--dry-run", "--groups", "1", "--rollouts", "2", "--max-steps", "2", "--eval-inits", "40",
+                           "--policy", "tiny-vla", "--scenes", "reach-v3", "--progress-model", "tiny-robometer",
+                           "--lora-rank", "4", "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["policy"] == "tiny-vla" and summary["log"][0]["rows"] == 2 * 2  # 2 episodes x 2 ticks
+    assert summary["eval"]["episodes"] == 2 and summary["seconds"]["world_model"] > 0
+    import torch
+    saved = torch.load(out / "checkpoint.pt", weights_only=False)["model"]
+    assert saved and all("lora_" in name for name in saved)  # the checkpoint holds the adapters, not the frozen 1B

@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "reproductions" / "vla_gpu_check.py"
 REPORT = REPO / "reproductions" / "results" / "vla_gpu_check" / "h200_minivla_robometer.json"
 TINY = ["--policy", "tiny-vla", "--world-model", "tiny-robometer", "--envs", "2", "--env-steps", "2", "--frame-px", "64",
-        "--sample-rows", "8", "--micro-batches", "2,4", "--wm-rollouts", "2", "--prompt-tokens", "8", "--device", "cpu"]
+        "--sample-rows", "8", "--micro-batches", "2,4", "--wm-rollouts", "2", "--prompt-tokens", "8", "--device", "cpu",
+        "--loop-steps", "1", "--loop-ticks", "2"]
 
 
 def script():
@@ -51,11 +52,14 @@ def test_the_cpu_rehearsal_runs_every_phase_in_bfloat16(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     report = json.loads(out.read_text())
     assert [name for name, r in report["phases"].items() if r["ok"]] == ["versions", "models", "env", "sampling",
-                                                                          "world_model", "update"]
+                                                                          "world_model", "update", "loop"]
     env = report["phases"]["env"]
     assert env["ticks"] == 2 and env["rows"] == 4 and env["frame_shape"] == [64, 64, 3]  # 2 envs x 2 ticks, batched
     assert report["phases"]["world_model"]["scores_shape"] == [2, 8, 3]
     assert set(report["phases"]["update"]["micro_batches"]) == {"2", "4"}
+    loop = report["phases"]["loop"]
+    assert loop["log"][0]["rows"] == 2 * 2 * 2 and loop["eval"]["episodes"] == 2  # 2 groups x 2 rollouts x 2 ticks
+    assert loop["log"][0]["rows_trained"] > 0  # the group the progress model scores alone has advantages
 
 
 def test_the_calibrated_plan_bounds_every_measured_term(h200):
@@ -68,6 +72,17 @@ def test_the_calibrated_plan_bounds_every_measured_term(h200):
         assert got[key] <= plan["terms_gib"][key] <= 1.1 * got[key], (key, got[key], plan["terms_gib"][key])
     assert abs(plan["held_gib"] - got["held_gib"]) <= 0.03 * got["held_gib"]  # weights, adapters and AdamW: counted
     assert got["device_used_gib"] <= plan["peak_gib"] <= 1.1 * got["device_used_gib"]
+
+
+def test_the_plan_bounds_the_card_through_the_kits_loop():
+    "The second report ran the LIBERO loop itself at full size (its update on 128 rows in micro-batches of 32) last."
+    report = json.loads((REPORT.parent / "h200_with_loop.json").read_text())
+    got = script().measured(report)
+    loop = report["phases"]["loop"]
+    assert loop["ok"] and all(row["rows_trained"] > 0 for row in loop["log"])
+    plan = planned(report, max(got["update_activations"]))
+    assert got["device_used_gib"] <= plan["peak_gib"] <= 1.1 * got["device_used_gib"]
+    assert loop["memory"]["peak_allocated_gib"] > got["update_activations"][32] + got["weights_gib"]  # the loop was the peak
 
 
 def test_the_plain_counts_fail_the_measurement(h200):

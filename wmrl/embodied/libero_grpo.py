@@ -151,23 +151,61 @@ class LiberoRunConfig:
     anchor_fraction: float = 0.5  # rho: share of groups run for real (the paper: 0.1 of 8 groups; 0.5 of 2 here)
     seed: int = 0
     dry_run: bool = True  # stand-ins for LIBERO, the VLA and Robometer (the only mode this kit can run yet)
+    policy: str = "text"  # "text": a 2-layer LM reading the scene as numbers; or a vla_model arch (tiny-vla, minivla-1b)
+    scenes: str = ""  # "": the point stand-in; or a Meta-World task rendered behind LIBERO's interface (pick-place-v3)
+    progress_model: str = "frames"  # "frames": the point stand-in's geometry; or a vla_model arch (tiny-robometer, robometer-4b)
+    lora_rank: int = 8  # LoRA rank of a vla_model policy (0: full fine-tuning)
+    frame_px: int = 64  # rendered frame side of the scenes (LIBERO renders 256)
+    device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
 
     def __post_init__(self):
+        from wmrl.embodied.vla_model import ARCHS
         if not self.dry_run:
-            raise NotImplementedError("LIBERO GRPO on real assets needs the VLA sampler for OpenVLA / Prismatic "
-                                      "checkpoints (issue 28, item 1), not built yet; dry_run=True runs every other piece")
+            raise NotImplementedError("LIBERO GRPO on real assets needs real MiniVLA and Robometer weights loaded into "
+                                      "wmrl.embodied.vla_model's classes (issue 28), not built yet; dry_run=True runs "
+                                      "every other piece, the models' real architectures and rendered scenes included")
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        vlas, judges = [k for k, a in ARCHS.items() if "dino" in a], [k for k, a in ARCHS.items() if "vision_config" in a]
+        if self.policy not in ["text", *vlas] or self.progress_model not in ["frames", *judges]:
+            raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
+        if self.progress_model == "frames" and self.scenes:
+            raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
+        if self.scenes and self.frame_px % 32:
+            raise ValueError(f"frame_px must be a multiple of 32 (16-px patches merged 2 x 2), got {self.frame_px}")
 
 # %% ../../nbs/656_libero_grpo.ipynb #9880b5ae
 def _setup(config: LiberoRunConfig) -> dict:
     import torch
+
+    from wmrl.embodied import vla_model as vm
     torch.manual_seed(config.seed)
-    model = tiny_vla(config.seed)
+    dtype = torch.bfloat16 if config.device.startswith("cuda") else None
+    model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
+    if config.policy != "text" and config.lora_rank:
+        model = vm.with_lora(model, config.lora_rank)
+    judge = None if config.progress_model == "frames" else vm.build(config.progress_model, config.device, dtype).eval()
     correction = CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed)
-    return {"model": model, "optimiser": torch.optim.AdamW(model.parameters(), lr=config.lr),
-            "corrector": WMRLCorrector(correction), "inits": fake_init_states(50, config.seed), "log": [], "step": 0}
+    return {"model": model, "optimiser": torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr),
+            "corrector": WMRLCorrector(correction), "log": [], "step": 0, "dtype": dtype, "envs": [],
+            "inits": np.arange(50) if config.scenes else fake_init_states(50, config.seed),
+            "predict": frame_progress if judge is None else vm.progress_predict(judge, config.device, dtype)}
+
+def _envs(state: dict, config: LiberoRunConfig, n: int) -> list:
+    "n environments, made once and reused by every step (a rendered scene holds a GL context)."
+    from wmrl.embodied.vla_model import MetaWorldScene
+    while len(state["envs"]) < n:
+        state["envs"].append(MetaWorldScene(config.scenes, config.frame_px) if config.scenes else FakeLiberoEnv())
+    return state["envs"][:n]
+
+def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int):
+    "The policy's act(observations, active): the text stand-in's sampler, or the VLA's batched image sampler."
+    from wmrl.embodied.vla_model import VLASampler
+    if config.policy == "text":
+        return TokenSampler(state["model"], instructions, config.temperature, seed)
+    prompts = [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions]  # bytes: no hub tokenizer
+    return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"])
 
 def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:
     "The step's (task, init) groups, drawn from the training inits by (seed, step): a resumed run draws the same."
@@ -176,29 +214,41 @@ def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:
             for i, init in enumerate(rng.choice(config.train_inits, config.groups, replace=False))]
 
 # %% ../../nbs/656_libero_grpo.ipynb #1ff002da
-def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
-    "Play, score, correct and update once; returns the step's log row (seconds per component included)."
+def _update_batch(state: dict, config: LiberoRunConfig, rows) -> tuple[tuple, dict]:
+    "Kept sampler rows -> accumulate_step's (input_ids, attention_mask, tokens, old log-probs) and extra inputs."
     import torch
 
-    from wmrl.embodied.vla_grpo import accumulate_step, left_pad
+    from wmrl.embodied.vla_grpo import left_pad
+    if config.policy == "text":
+        ids, mask = left_pad([torch.tensor(r[1]) for r in rows])
+        return (ids, mask, torch.stack([r[2] for r in rows]), torch.stack([r[3] for r in rows])), {}
+    from wmrl.embodied.vla_model import rows_batch
+    b = rows_batch(rows, config.device, state["dtype"])
+    return ((b["input_ids"], b["attention_mask"], b["tokens"], b["old_logp"]),
+            {"pixel_values": b["pixel_values"], "vocab_size": state["model"].text_vocab})
+
+# %% ../../nbs/656_libero_grpo.ipynb #4a267489
+def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
+    "Play, score, correct and update once; returns the step's log row (seconds per component included)."
+    from wmrl.embodied.vla_grpo import accumulate_step
     G, groups, seconds = config.rollouts, _groups(config, step), {}
     keys = [f"{task}/{init}" for task, init in groups]
     anchors = np.repeat(state["corrector"].plan(keys, step), G)
     instructions = [task for task, _ in groups for _ in range(G)]
-    sampler = TokenSampler(state["model"], instructions, config.temperature, seed=config.seed * 100_003 + step)
+    sampler = _sampler(state, config, instructions, seed=config.seed * 100_003 + step)
     started = time.perf_counter()
-    success, _, frames = run_lockstep([FakeLiberoEnv() for _ in instructions],
+    success, _, frames = run_lockstep(_envs(state, config, len(instructions)),
                                       [state["inits"][init] for _, init in groups for _ in range(G)], sampler, config.max_steps)
     seconds["episodes"], started = time.perf_counter() - started, time.perf_counter()
-    predicted = ProgressAdapter(frame_progress).score(frames, instructions)["reward"]
+    predicted = ProgressAdapter(state["predict"]).score(frames, instructions)["reward"]
     seconds["world_model"], started = time.perf_counter() - started, time.perf_counter()
     result = state["corrector"].correct(np.repeat(keys, G), predicted, np.where(anchors, success, np.nan))
     weight = result.weighted_advantages
     rows = [r for r in sampler.rows if weight[r[0]] != 0]  # rows that move the loss
     if rows:
-        ids, mask = left_pad([torch.tensor(r[1]) for r in rows])
-        loss = accumulate_step(state["model"], ids, mask, torch.stack([r[2] for r in rows]), torch.stack([r[3] for r in rows]),
-                               weight[[r[0] for r in rows]], config.micro_batch, config.temperature, config.clip)
+        tensors, extra = _update_batch(state, config, rows)
+        loss = accumulate_step(state["model"], *tensors, weight[[r[0] for r in rows]], config.micro_batch,
+                               config.temperature, config.clip, **extra)
         state["optimiser"].step()
         state["optimiser"].zero_grad()
     seconds["update"] = time.perf_counter() - started
@@ -210,14 +260,17 @@ def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
 def _save(state: dict, path: Path) -> None:
     import torch
     tmp = path.with_suffix(".tmp")
-    torch.save({"model": state["model"].state_dict(), "optimiser": state["optimiser"].state_dict(),
+    trained = {n: p.detach().cpu() for n, p in state["model"].named_parameters() if p.requires_grad}  # LoRA: adapters
+    torch.save({"model": trained, "optimiser": state["optimiser"].state_dict(),
                 "corrector": state["corrector"].state_dict(), "log": state["log"], "step": state["step"]}, tmp)
     tmp.replace(path)
 
 def _load(state: dict, path: Path) -> None:
     import torch
     saved = torch.load(path, weights_only=False)
-    state["model"].load_state_dict(saved["model"])
+    unexpected = state["model"].load_state_dict(saved["model"], strict=False).unexpected_keys
+    if unexpected or set(saved["model"]) != {n for n, p in state["model"].named_parameters() if p.requires_grad}:
+        raise ValueError(f"{path} was written by another policy configuration (keys differ: {unexpected[:3]} ...)")
     state["optimiser"].load_state_dict(saved["optimiser"])
     state["corrector"].load_state_dict(saved["corrector"])
     state["log"], state["step"] = saved["log"], saved["step"]
@@ -225,8 +278,8 @@ def _load(state: dict, path: Path) -> None:
 def evaluate(state: dict, config: LiberoRunConfig) -> dict:
     "Held-out success at the training temperature: rate over all episodes and Best@G over init states."
     G, inits = config.rollouts, [i for i in config.eval_inits for _ in range(config.rollouts)]
-    sampler = TokenSampler(state["model"], [config.tasks[0]] * len(inits), config.temperature, seed=10**6 + config.seed)
-    success = run_lockstep([FakeLiberoEnv() for _ in inits], state["inits"][inits], sampler, config.max_steps)[0]
+    sampler = _sampler(state, config, [config.tasks[0]] * len(inits), seed=10**6 + config.seed)
+    success = run_lockstep(_envs(state, config, len(inits)), state["inits"][inits], sampler, config.max_steps)[0]
     return {"success": float(success.mean()), "best_at_G": float(success.reshape(-1, G).any(1).mean()),
             "episodes": len(inits)}
 
@@ -258,8 +311,10 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
                                      "(reproductions/libero.ipynb); --dry-run swaps in stand-ins for LIBERO, the VLA, Robometer.")
     parser.add_argument("--out", required=True, help="run folder (resumes from its checkpoint.pt)")
     parser.add_argument("--dry-run", action="store_true", help="stand-ins with the real interfaces (the only mode built)")
-    for knob in ("steps", "groups", "rollouts", "max_steps", "seed"):
+    for knob in ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"):
         parser.add_argument(f"--{knob.replace('_', '-')}", type=int, default=None)
+    for knob in ("policy", "scenes", "progress_model", "device"):
+        parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
     parser.add_argument("--method", default=None, help="the core's method (wmrl, grpo_real, pure_wm, ...)")
     parser.add_argument("--no-progress", action="store_true")

@@ -17,8 +17,8 @@ from .vla_grpo import left_pad, sample_action_tokens
 # %% auto #0
 __all__ = ['MINIVLA_1B', 'TINY_VLA', 'ROBOMETER_4B', 'TINY_ROBOMETER', 'ARCHS', 'DINO_MEAN', 'DINO_STD', 'SIGLIP_MEAN',
            'SIGLIP_STD', 'GIB', 'ALLOCATOR_MARGIN', 'CONTEXT_GIB', 'MEASURED_OVER_COUNTED', 'splice_patches',
-           'PrismaticVLA', 'vla_pixels', 'lora_targets', 'with_lora', 'qwen3vl_pixels', 'ProgressVLM', 'build',
-           'count_params', 'vla_plan', 'MetaWorldScene', 'VLASampler', 'rows_batch']
+           'PrismaticVLA', 'vla_pixels', 'lora_targets', 'with_lora', 'qwen3vl_pixels', 'ProgressVLM',
+           'progress_predict', 'build', 'count_params', 'vla_plan', 'MetaWorldScene', 'VLASampler', 'rows_batch']
 
 # %% ../../nbs/657_vla_model.ipynb #3b5c03fc
 MINIVLA_1B = {  # the towers stop at their penultimate block (24 and 27 blocks in the checkpoints): that is what is read
@@ -191,6 +191,20 @@ class ProgressVLM(_torch.nn.Module):
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
                                image_grid_thw=image_grid_thw, **extra).last_hidden_state
         return _torch.sigmoid(self.heads(hidden[:, ends]).float())
+
+# %% ../../nbs/657_vla_model.ipynb #77e5f29e
+def progress_predict(model, device="cpu", dtype=None):
+    "predict(frames (F, H, W, 3) as LIBERO renders them, text) -> per-frame progress and success, for ProgressAdapter."
+    import torch
+    def predict(frames, text: str) -> dict:
+        upright = np.ascontiguousarray(np.asarray(frames)[:, ::-1])  # flipped vertically, as Robometer was trained
+        batch, ends = model.inputs(upright[None], [3 + b for b in text.encode()][:64])  # bytes: no hub tokenizer
+        batch = {k: v.to(device) for k, v in batch.items()}
+        batch["pixel_values"] = batch["pixel_values"].to(dtype or batch["pixel_values"].dtype)
+        with torch.no_grad():
+            out = model(**batch, ends=ends.to(device))[0].float().cpu().numpy()
+        return {"progress": out[:, 0], "success_probs": out[:, 1]}
+    return predict
 
 # %% ../../nbs/657_vla_model.ipynb #336f5410
 def build(name: str, device=None, dtype=None):
