@@ -301,7 +301,8 @@ def main(argv=None) -> int:
 
     def env():
         from wmrl.embodied.libero_grpo import run_lockstep
-        envs = [vm.MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)]
+        from wmrl.embodied.vector_env import MetaWorldScene
+        envs = [MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)]
         vocab = state["policy"].text_vocab
         prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in envs]
         sampler = vm.VLASampler(state["policy"], prompts, seed=0, device=device, dtype=dtype)

@@ -105,8 +105,6 @@ def test_missing_assets_and_weights_fail_with_the_download_step(tmp_path, monkey
         L.make_libero_env(L.suite_tasks("libero_10")[0], assets=tmp_path / "assets", config_dir=tmp_path / "cfg")
     with pytest.raises(FileNotFoundError, match="huggingface-cli download"):
         L.VLAPolicy(tmp_path / "minivla")
-    with pytest.raises(FileNotFoundError, match="robometer"):
-        L.robometer_from_checkpoint(tmp_path / "robometer")
 
 
 def test_written_config_keeps_libero_from_prompting(tmp_path):

@@ -91,14 +91,15 @@ def test_bad_input_and_the_real_mode_are_refused_on_stderr(tmp_path):
 
 
 def test_the_models_real_classes_on_rendered_scenes_run_through_the_template(tmp_path):
-    "MiniVLA's and Robometer's classes (tiny), LoRA, Meta-World scenes behind LIBERO's interface: one step, evaluated."
+    "MiniVLA's and Robometer's classes (tiny), LoRA, Meta-World scenes in processes of their own: one step, evaluated."
     pytest.importorskip("peft")
     pytest.importorskip("metaworld")
     out = tmp_path / "scenes"
     done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(out), "--steps", "1",
                            "--dry-run", "--groups", "1", "--rollouts", "2", "--max-steps", "2", "--eval-inits", "40",
                            "--policy", "tiny-vla", "--scenes", "reach-v3", "--progress-model", "tiny-robometer",
-                           "--lora-rank", "4", "--no-progress"], capture_output=True, text=True, timeout=900)
+                           "--lora-rank", "4", "--env-processes", "--no-progress"], capture_output=True, text=True,
+                          timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["policy"] == "tiny-vla" and summary["log"][0]["rows"] == 2 * 2  # 2 episodes x 2 ticks

@@ -34,6 +34,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "run the embodied miniature (four arms x seeds on Meta-World, papermill) in Table 3's columns"),
     (("reproduce", "libero"), "wmrl.embodied.libero_grpo:cli_reproduce_libero",
      "run LIBERO GRPO with WMRL (papermill; --dry-run: stand-ins for LIBERO, the VLA and Robometer)"),
+    (("serve", "progress"), "wmrl.embodied.reward_service:cli_serve_progress",
+     "serve a Robometer-shaped progress model (random weights) behind Robometer's HTTP protocol"),
     (("prior", "fit"), "wmrl.world_model.prior:cli_fit_prior",
      "fit the static world model's quality prior on the suite's training tasks (frozen JSON)"),
     (("train",), "wmrl.adapters.train:cli_train", "train with WMRL or a baseline through TRL from a YAML config"),

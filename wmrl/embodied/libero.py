@@ -25,7 +25,7 @@ __all__ = ['SUITES', 'MAX_STEPS', 'SETTLE_STEPS', 'DUMMY_ACTION', 'ROLLOUTS_PER_
            'LiberoAssetsMissing', 'write_libero_config', 'require_libero_assets', 'Episode', 'run_episode',
            'make_libero_env', 'vla_prompt', 'encode_actions', 'decode_action_tokens', 'resolve_unnorm_key',
            'unnormalize', 'libero_gripper', 'vla_image', 'vla_model_class', 'VLAPolicy', 'sample_frames',
-           'ProgressAdapter', 'robometer_from_checkpoint', 'evaluate_libero']
+           'ProgressAdapter', 'evaluate_libero']
 
 # %% ../../nbs/650_libero.ipynb #9d24fe49
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
@@ -311,23 +311,6 @@ class ProgressAdapter:
             progress.append(p); success.append(s)
         progress = np.stack(progress)
         return {"reward": potential_collapse(progress, self.smooth_k, self.mode), "progress": progress, "success": np.stack(success)}
-
-# %% ../../nbs/650_libero.ipynb #b0e284c1
-def robometer_from_checkpoint(checkpoint):
-    "A ProgressAdapter over a local Robometer checkpoint (GPU box; the robometer package provides the inference)."
-    path = Path(checkpoint)
-    if not path.is_dir():
-        raise FileNotFoundError(f"no Robometer checkpoint at {path}: the weights (robometer/Robometer-4B, or the "
-                                "LIBERO-tuned jesbu1/robometer-4b-fft-libero the paper's code defaults to) are on the "
-                                f"Hugging Face hub; `huggingface-cli download <repo> --local-dir {path}` on a box with "
-                                "hub access, and install the robometer package into the LIBERO venv")
-    try:
-        from robometer import load_model  # the package's own loader (not on PyPI; install it from its repository)
-    except ImportError as err:
-        raise ImportError(f"Robometer's inference code is not installed ({err}): install it from its repository into "
-                          "the LIBERO venv") from None
-    model = load_model(str(path))
-    return ProgressAdapter(lambda frames, text: model.predict(frames, text))
 
 # %% ../../nbs/650_libero.ipynb #ccb03125
 def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range(16, 50),

@@ -63,23 +63,27 @@ def fake_init_states(n: int = 50, seed: int = 0) -> np.ndarray:
     return np.stack(states)
 
 # %% ../../nbs/656_libero_grpo.ipynb #5b137457
+def _each(envs, index, method: str, args) -> list:
+    "envs[b].method(*args[i]) for each b = index[i]: all at once where envs can (ProcessEnvs), else one by one."
+    if hasattr(envs, "call_many"):
+        return envs.call_many(index, method, args)
+    return [getattr(envs[b], method)(*a) for b, a in zip(index, args)]
+
 def run_lockstep(envs, init_states, act, max_steps: int, frame_key: str = "agentview_image"):
     "act(observations, active mask) -> (B, 7) actions; returns success (B,), steps (B,), frames per episode."
-    observations = []
-    for env, state in zip(envs, init_states):
-        env.reset()
-        obs = env.set_init_state(state)
-        for _ in range(SETTLE_STEPS):
-            obs = env.step(np.array(DUMMY_ACTION))[0]
-        observations.append(obs)
+    everyone = list(range(len(envs)))
+    _each(envs, everyone, "reset", [()] * len(envs))
+    observations = _each(envs, everyone, "set_init_state", [(state,) for state in init_states])
+    for _ in range(SETTLE_STEPS):
+        observations = [r[0] for r in _each(envs, everyone, "step", [(np.array(DUMMY_ACTION),)] * len(envs))]
     frames = [[obs[frame_key]] for obs in observations]
     active = np.ones(len(envs), bool)
     success, steps = np.zeros(len(envs), bool), np.zeros(len(envs), int)
     for _ in range(max_steps):
-        actions = act(observations, active.copy())
-        for b in np.flatnonzero(active):
-            observations[b], _, done, _ = envs[b].step(actions[b])
-            frames[b].append(observations[b][frame_key])
+        actions, index = act(observations, active.copy()), np.flatnonzero(active)
+        for b, (obs, _, done, _) in zip(index, _each(envs, index, "step", [(actions[b],) for b in index])):
+            observations[b] = obs
+            frames[b].append(obs[frame_key])
             steps[b] += 1
             success[b], active[b] = bool(done), not done
         if not active.any():
@@ -157,6 +161,8 @@ class LiberoRunConfig:
     lora_rank: int = 8  # LoRA rank of a vla_model policy (0: full fine-tuning)
     frame_px: int = 64  # rendered frame side of the scenes (LIBERO renders 256)
     device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
+    progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
+    env_processes: bool = False  # one process per environment (LIBERO's scenes step on the CPU, one core each)
 
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
@@ -170,7 +176,7 @@ class LiberoRunConfig:
         vlas, judges = [k for k, a in ARCHS.items() if "dino" in a], [k for k, a in ARCHS.items() if "vision_config" in a]
         if self.policy not in ["text", *vlas] or self.progress_model not in ["frames", *judges]:
             raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
-        if self.progress_model == "frames" and self.scenes:
+        if self.progress_model == "frames" and self.scenes and not self.progress_url:
             raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
         if self.scenes and self.frame_px % 32:
             raise ValueError(f"frame_px must be a multiple of 32 (16-px patches merged 2 x 2), got {self.frame_px}")
@@ -185,18 +191,35 @@ def _setup(config: LiberoRunConfig) -> dict:
     model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
     if config.policy != "text" and config.lora_rank:
         model = vm.with_lora(model, config.lora_rank)
-    judge = None if config.progress_model == "frames" else vm.build(config.progress_model, config.device, dtype).eval()
+    in_process = config.progress_model != "frames" and not config.progress_url
+    judge = vm.build(config.progress_model, config.device, dtype).eval() if in_process else None
     correction = CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed)
     return {"model": model, "optimiser": torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr),
-            "corrector": WMRLCorrector(correction), "log": [], "step": 0, "dtype": dtype, "envs": [],
+            "corrector": WMRLCorrector(correction), "log": [], "step": 0, "dtype": dtype, "envs": [], "pools": {},
             "inits": np.arange(50) if config.scenes else fake_init_states(50, config.seed),
-            "predict": frame_progress if judge is None else vm.progress_predict(judge, config.device, dtype)}
+            "predict": _reward_seat(config) if config.progress_url else
+                       frame_progress if judge is None else vm.progress_predict(judge, config.device, dtype)}
 
-def _envs(state: dict, config: LiberoRunConfig, n: int) -> list:
-    "n environments, made once and reused by every step (a rendered scene holds a GL context)."
-    from wmrl.embodied.vla_model import MetaWorldScene
+def _reward_seat(config: LiberoRunConfig):
+    "The service's predict, once it has answered its health check (a dead service stops the run before any episode)."
+    from wmrl.embodied.reward_service import RewardClient
+    client = RewardClient(config.progress_url)
+    client.health()
+    return client.predict
+
+# %% ../../nbs/656_libero_grpo.ipynb #31f3c5ea
+def _envs(state: dict, config: LiberoRunConfig, n: int):
+    "n environments, made once and reused by every step: in this process, or one process each (env_processes)."
+    import functools
+
+    from wmrl.embodied.vector_env import MetaWorldScene, ProcessEnvs
+    make = functools.partial(MetaWorldScene, config.scenes, config.frame_px) if config.scenes else FakeLiberoEnv
+    if config.env_processes:
+        if n not in state["pools"]:
+            state["pools"][n] = ProcessEnvs([make] * n)
+        return state["pools"][n]
     while len(state["envs"]) < n:
-        state["envs"].append(MetaWorldScene(config.scenes, config.frame_px) if config.scenes else FakeLiberoEnv())
+        state["envs"].append(make())
     return state["envs"][:n]
 
 def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int):
@@ -300,6 +323,8 @@ def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
     summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config),
                "seconds": {k: sum(r["seconds"][k] for r in state["log"]) for k in ("episodes", "world_model", "update")}}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    for pool in state["pools"].values():
+        pool.close()
     return summary
 
 # %% ../../nbs/656_libero_grpo.ipynb #66dc9d61
@@ -307,28 +332,34 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     "`wmrl reproduce libero`: one LIBERO GRPO run through its papermill template (exit 2 on bad input)."
     import argparse
     import sys
+
+    from wmrl.embodied.reward_service import RewardServiceError
     parser = argparse.ArgumentParser(prog="wmrl reproduce libero", description="LIBERO GRPO with WMRL: one run "
                                      "(reproductions/libero.ipynb); --dry-run swaps in stand-ins for LIBERO, the VLA, Robometer.")
     parser.add_argument("--out", required=True, help="run folder (resumes from its checkpoint.pt)")
     parser.add_argument("--dry-run", action="store_true", help="stand-ins with the real interfaces (the only mode built)")
     for knob in ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"):
         parser.add_argument(f"--{knob.replace('_', '-')}", type=int, default=None)
-    for knob in ("policy", "scenes", "progress_model", "device"):
+    for knob in ("policy", "scenes", "progress_model", "device", "progress_url"):
         parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
     parser.add_argument("--method", default=None, help="the core's method (wmrl, grpo_real, pure_wm, ...)")
+    parser.add_argument("--env-processes", action="store_true", default=None, help="one process per environment")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     knobs = {k: v for k, v in vars(args).items() if k in LiberoRunConfig.__dataclass_fields__ and v is not None}
     try:
-        LiberoRunConfig(**{**knobs, "dry_run": args.dry_run})  # bad knobs fail here, before papermill starts
+        config = LiberoRunConfig(**{**knobs, "dry_run": args.dry_run})  # bad knobs fail here, before papermill starts
+        if config.progress_url:
+            _reward_seat(config)  # so does a reward service that does not answer
         summary = _run_template(Path(args.out), {**knobs, "dry_run": args.dry_run, "progress": not args.no_progress})
-    except (OSError, ValueError, TypeError, NotImplementedError) as err:
+    except (OSError, ValueError, TypeError, NotImplementedError, RewardServiceError) as err:
         print(f"wmrl reproduce libero: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     print(json.dumps({"out": args.out, "eval": summary["eval"], "steps": len(summary["log"]), "seconds": summary["seconds"]}))
     return 0
 
+# %% ../../nbs/656_libero_grpo.ipynb #a7959fdd
 def _run_template(out: Path, parameters: dict) -> dict:
     import papermill
 

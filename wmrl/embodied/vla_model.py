@@ -1,4 +1,4 @@
-"""MiniVLA's architecture (DINOv2 and SigLIP patches, a projector, Qwen2.5-0.5B) and Robometer's backbone (Qwen3-VL-4B) from transformers' own classes with random weights, speaking the protocol the GRPO functions use; LoRA through peft; LIBERO's env interface over rendered MuJoCo scenes; and a memory plan that a CPU check proves and the GPU check measures.
+"""MiniVLA's architecture (DINOv2 and SigLIP patches, a projector, Qwen2.5-0.5B) and Robometer's backbone (Qwen3-VL-4B) from transformers' own classes with random weights, speaking the protocol the GRPO functions use; LoRA through peft; a batched sampler for the lockstep loop; and a memory plan that a CPU check proves and the GPU check measures.
 
 Docs: https://github.com/wmrl-kit/wmrl/vla_model.html.md"""
 
@@ -6,8 +6,6 @@ Docs: https://github.com/wmrl-kit/wmrl/vla_model.html.md"""
 
 # %% ../../nbs/657_vla_model.ipynb #2d436a89
 from __future__ import annotations
-
-import atexit
 
 import numpy as np
 
@@ -18,7 +16,7 @@ from .vla_grpo import left_pad, sample_action_tokens
 __all__ = ['MINIVLA_1B', 'TINY_VLA', 'ROBOMETER_4B', 'TINY_ROBOMETER', 'ARCHS', 'DINO_MEAN', 'DINO_STD', 'SIGLIP_MEAN',
            'SIGLIP_STD', 'GIB', 'ALLOCATOR_MARGIN', 'CONTEXT_GIB', 'MEASURED_OVER_COUNTED', 'splice_patches',
            'PrismaticVLA', 'vla_pixels', 'lora_targets', 'with_lora', 'qwen3vl_pixels', 'ProgressVLM',
-           'progress_predict', 'build', 'count_params', 'vla_plan', 'MetaWorldScene', 'VLASampler', 'rows_batch']
+           'progress_predict', 'build', 'count_params', 'vla_plan', 'VLASampler', 'rows_batch']
 
 # %% ../../nbs/657_vla_model.ipynb #3b5c03fc
 MINIVLA_1B = {  # the towers stop at their penultimate block (24 and 27 blocks in the checkpoints): that is what is read
@@ -269,44 +267,6 @@ def vla_plan(policy: str = "minivla-1b", world_model: str = "robometer-4b", lora
     held = terms["policy_weights"] + terms["trainable_state"] + terms["world_model_weights"]
     peak = CONTEXT_GIB + (1 + ALLOCATOR_MARGIN) * (held + max(terms[k] for k in ("update_activations", "sampling_transient", "world_model_transient")))
     return {"terms_gib": terms, "held_gib": held, "peak_gib": peak, "card_gib": card_gib, "fits": peak <= card_gib}
-
-# %% ../../nbs/657_vla_model.ipynb #1bd27d48
-class MetaWorldScene:
-    "LIBERO's env interface (reset, set_init_state, step -> obs, reward, done, info) over a rendered Meta-World task."
-    def __init__(self, task: str = "reach-v3", resolution: int = 256, camera: str = "corner", max_steps: int = 2_000):
-        import mujoco
-
-        from wmrl.embodied.pixels import _load_triton_before_mesa, _offscreen_gl
-        from wmrl.embodied.sim import make_env
-        _load_triton_before_mesa(); _offscreen_gl()
-        self.task, self.camera, self.env = task, camera, make_env(task)
-        self.env.max_path_length = max_steps  # Meta-World refuses steps past it; LIBERO-Long runs 10 + 520
-        self.renderer = mujoco.Renderer(self.env.model, resolution, resolution)
-        atexit.register(self.renderer.close)  # free the GL context before the interpreter tears EGL down
-
-    def seed(self, seed: int) -> None: pass
-
-    def close(self) -> None:
-        atexit.unregister(self.renderer.close)
-        self.renderer.close()
-
-    def reset(self) -> dict:
-        return self._obs(self.env.reset()[0])
-
-    def set_init_state(self, index) -> dict:
-        from wmrl.embodied.sim import init_state
-        self.env.set_task(init_state(self.task, int(index)))
-        return self._obs(self.env.reset()[0])
-
-    def step(self, action):
-        a = np.asarray(action, dtype=float)
-        obs, _, _, _, info = self.env.step(np.clip(np.append(a[:3], a[6]), -1.0, 1.0))
-        done = bool(info["success"])
-        return self._obs(obs), float(done), done, info
-
-    def _obs(self, obs) -> dict:
-        self.renderer.update_scene(self.env.data, camera=self.camera)
-        return {"agentview_image": self.renderer.render(), "robot0_eef_pos": np.asarray(obs[:3], dtype=float)}
 
 # %% ../../nbs/657_vla_model.ipynb #3dd8cc95
 class VLASampler:
