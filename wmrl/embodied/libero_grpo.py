@@ -142,7 +142,8 @@ class LiberoRunConfig:
     suite: str = "libero_10"  # LIBERO suite (the paper: LIBERO-Long = libero_10)
     tasks: list = field(default_factory=lambda: ["fake-reach"])  # task names (the dry run: its one stand-in task)
     train_inits: list = field(default_factory=lambda: list(range(0, 40)))  # init states GRPO trains on
-    eval_inits: list = field(default_factory=lambda: list(range(40, 50)))  # held-out init states for evaluation
+    eval_inits: list = field(default_factory=lambda: list(range(40, 50)))  # held-out init states for evaluation (OOD)
+    id_eval_inits: list = field(default_factory=list)  # training init states evaluated too (Table 3's ID columns)
     steps: int = 3  # GRPO steps
     groups: int = 2  # (task, init) groups a step
     rollouts: int = 4  # G: episodes a group (the paper: 8)
@@ -163,6 +164,7 @@ class LiberoRunConfig:
     device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
     progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
     env_processes: bool = False  # one process per environment (LIBERO's scenes step on the CPU, one core each)
+    recompute_old_logp: bool = True  # the PPO ratio's reference from the update's own pass, not the sampler's (bf16)
 
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
@@ -173,6 +175,8 @@ class LiberoRunConfig:
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.eval_inits or not all(0 <= i < 50 for i in [*self.eval_inits, *self.id_eval_inits]):
+            raise ValueError("eval_inits must name at least one init state, and every evaluated init must be in [0, 50)")
         vlas, judges = [k for k, a in ARCHS.items() if "dino" in a], [k for k, a in ARCHS.items() if "vision_config" in a]
         if self.policy not in ["text", *vlas] or self.progress_model not in ["frames", *judges]:
             raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
@@ -241,14 +245,19 @@ def _update_batch(state: dict, config: LiberoRunConfig, rows) -> tuple[tuple, di
     "Kept sampler rows -> accumulate_step's (input_ids, attention_mask, tokens, old log-probs) and extra inputs."
     import torch
 
-    from wmrl.embodied.vla_grpo import left_pad
+    from wmrl.embodied.vla_grpo import left_pad, recompute_log_probs
     if config.policy == "text":
         ids, mask = left_pad([torch.tensor(r[1]) for r in rows])
-        return (ids, mask, torch.stack([r[2] for r in rows]), torch.stack([r[3] for r in rows])), {}
-    from wmrl.embodied.vla_model import rows_batch
-    b = rows_batch(rows, config.device, state["dtype"])
-    return ((b["input_ids"], b["attention_mask"], b["tokens"], b["old_logp"]),
-            {"pixel_values": b["pixel_values"], "vocab_size": state["model"].text_vocab})
+        tensors, extra = (ids, mask, torch.stack([r[2] for r in rows]), torch.stack([r[3] for r in rows])), {}
+    else:
+        from wmrl.embodied.vla_model import rows_batch
+        b = rows_batch(rows, config.device, state["dtype"])
+        tensors = (b["input_ids"], b["attention_mask"], b["tokens"], b["old_logp"])
+        extra = {"pixel_values": b["pixel_values"], "vocab_size": state["model"].text_vocab}
+    if config.recompute_old_logp:
+        old = recompute_log_probs(state["model"], *tensors[:3], config.micro_batch, config.temperature, **extra)
+        tensors = (*tensors[:3], old)
+    return tensors, extra
 
 # %% ../../nbs/656_libero_grpo.ipynb #4a267489
 def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
@@ -298,13 +307,28 @@ def _load(state: dict, path: Path) -> None:
     state["corrector"].load_state_dict(saved["corrector"])
     state["log"], state["step"] = saved["log"], saved["step"]
 
-def evaluate(state: dict, config: LiberoRunConfig) -> dict:
-    "Held-out success at the training temperature: rate over all episodes and Best@G over init states."
-    G, inits = config.rollouts, [i for i in config.eval_inits for _ in range(config.rollouts)]
-    sampler = _sampler(state, config, [config.tasks[0]] * len(inits), seed=10**6 + config.seed)
-    success = run_lockstep(_envs(state, config, len(inits)), state["inits"][inits], sampler, config.max_steps)[0]
-    return {"success": float(success.mean()), "best_at_G": float(success.reshape(-1, G).any(1).mean()),
-            "episodes": len(inits)}
+def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> dict:
+    """Table 3's columns: G episodes of every (task, init) in lockstep, ID on `id_eval_inits`, OOD on `eval_inits`, at the
+    training temperature; each (task, split) saved under out/eval as it finishes, so a killed evaluation resumes."""
+    from wmrl.embodied.loop import table3_row
+    G, success, split, key = config.rollouts, [], [], []
+    for t, task in enumerate(config.tasks):
+        for s, inits in ((0, config.id_eval_inits), (1, config.eval_inits)):
+            rows, done = [i for i in inits for _ in range(G)], out and out / "eval" / f"step{state['step']}_{t}_{s}.json"
+            if not rows:
+                continue
+            if done and done.is_file():
+                ok = json.loads(done.read_text())
+            else:
+                act = _sampler(state, config, [task] * len(rows), seed=10**6 + config.seed + 7919 * t + s)
+                ok = run_lockstep(_envs(state, config, len(rows)), state["inits"][rows], act, config.max_steps)[0].tolist()
+                if done:
+                    done.parent.mkdir(exist_ok=True); done.write_text(json.dumps(ok))
+            success, split, key = success + ok, split + [s] * len(rows), key + [t * 1000 + i for i in rows]
+    success, split = np.array(success, float), np.array(split)
+    ood = success[split == 1].reshape(-1, G)
+    return {"table3": table3_row(success, split, np.array(key), [0], [1]), "success": float(ood.mean()),
+            "best_at_G": float(ood.max(1).mean()), "episodes": int(ood.size)}
 
 # %% ../../nbs/656_libero_grpo.ipynb #4d09b5ad
 def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
@@ -320,7 +344,7 @@ def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
         state["log"].append(libero_grpo_step(state, config, step))
         state["step"] = step + 1
         _save(state, checkpoint)
-    summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config),
+    summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config, out),
                "seconds": {k: sum(r["seconds"][k] for r in state["log"]) for k in ("episodes", "world_model", "update")}}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     for pool in state["pools"].values():
@@ -343,6 +367,7 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     for knob in ("policy", "scenes", "progress_model", "device", "progress_url"):
         parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
+    parser.add_argument("--id-eval-inits", type=int, nargs="+", default=None, help="training inits evaluated (Table 3's ID)")
     parser.add_argument("--method", default=None, help="the core's method (wmrl, grpo_real, pure_wm, ...)")
     parser.add_argument("--env-processes", action="store_true", default=None, help="one process per environment")
     parser.add_argument("--no-progress", action="store_true")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 # %% auto #0
-__all__ = ['action_token_ids', 'left_pad', 'sample_action_tokens', 'action_log_probs', 'clipped_token_loss', 'accumulate_step']
+__all__ = ['action_token_ids', 'left_pad', 'sample_action_tokens', 'action_log_probs', 'clipped_token_loss', 'accumulate_step',
+           'recompute_log_probs']
 
 # %% ../../nbs/655_vla_grpo.ipynb #9f21fac4
 def action_token_ids(vocab_size: int = 32_000, bins: int = 256) -> np.ndarray:
@@ -100,3 +101,16 @@ def accumulate_step(model, input_ids, attention_mask, tokens, old_logp, advantag
         loss.backward()
         loss_sum += float(loss.detach())
     return loss_sum
+
+# %% ../../nbs/655_vla_grpo.ipynb #ed3e3146
+def recompute_log_probs(model, input_ids, attention_mask, tokens, micro_batch: int, temperature: float = 1.0,
+                        vocab_size: int = 32_000, bins: int = 256, **inputs):
+    "(B, n) log-probs of the sampled tokens from the update's own forward pass, no gradient: the PPO ratio's reference."
+    import torch
+    out = []
+    with torch.no_grad():
+        for lo in range(0, len(tokens), micro_batch):
+            rows = slice(lo, lo + micro_batch)
+            out.append(action_log_probs(model, input_ids[rows], attention_mask[rows], tokens[rows], temperature,
+                                        vocab_size, bins, **{k: v[rows] for k, v in inputs.items()}))
+    return torch.cat(out)
