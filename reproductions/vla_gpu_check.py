@@ -9,6 +9,7 @@ in one process, each timed, each with torch's peak memory, each recorded even wh
 2. env: --envs Meta-World scenes behind LIBERO's interface, rendered at --frame-px by MuJoCo (EGL), settled and
    stepped --env-steps ticks in lockstep, one batched VLA sampling call a tick (`run_lockstep` + `VLASampler`);
 3. sampling: one batched sampling call over --sample-rows rows (the env's frames repeated), rows/s;
+   then the same ticks with the LoRA adapters merged into the base weights (phase `merged`);
 4. world_model: --wm-rollouts rollouts of 8 frames scored by the progress model, rollouts/s;
 5. update: one GRPO micro-batch with gradient at each of --micro-batches rows (clipped loss over the action tokens),
    then an AdamW step on the adapters;
@@ -229,6 +230,9 @@ def summarise(path: Path) -> int:
           f"took {report['phases']['env']['policy_s_by_tick'][0]:.1f} s), "
           f"{a['envs']} Meta-World scenes {got['env_s_per_tick']:.3f} s a tick, progress model {got['wm_s_per_group']:.2f} s "
           f"for {a['wm_rollouts']} rollouts, sampling {report['phases']['sampling']['rows_per_s']:.1f} rows/s at {a['sample_rows']} rows")
+    if "merged" in report["phases"]:
+        print(f"policy with the adapters merged: {np.median(report['phases']['merged']['policy_s_by_tick'][1:]):.3f} s a tick "
+              f"(median after the first), against {got['policy_s_per_tick']:.3f} unmerged")
     if "loop" in report["phases"]:
         loop = report["phases"]["loop"]
         for row in loop["log"]:
@@ -321,6 +325,27 @@ def main(argv=None) -> int:
                 "policy_s_by_tick": seconds, "lockstep_s": round(total, 3),
                 "env_s_per_tick_settling_included": (total - sum(seconds)) / (10 + int(steps.max()))}
     run("env", env)
+
+    def merged():
+        "The same ticks with the adapters merged into the base weights (peft), then unmerged: what unmerged LoRA costs."
+        from wmrl.embodied.libero_grpo import run_lockstep
+        from wmrl.embodied.vector_env import MetaWorldScene
+        envs, vocab = [MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)], state["policy"].text_vocab
+        prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in envs]
+        sampler, seconds = vm.VLASampler(state["policy"], prompts, seed=0, device=device, dtype=dtype), []
+        def timed(obs, active):
+            t0 = time.perf_counter(); actions = sampler(obs, active); _sync(device)
+            seconds.append(time.perf_counter() - t0)
+            return actions
+        state["policy"].merge_adapter()
+        try:
+            run_lockstep(envs, list(range(args.envs)), timed, max_steps=args.env_steps)
+        finally:
+            state["policy"].unmerge_adapter()
+            for e in envs:
+                e.close()
+        return {"policy_s_by_tick": seconds}
+    run("merged", merged)
 
     def sampling():
         vocab = state["policy"].text_vocab

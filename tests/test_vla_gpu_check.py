@@ -51,8 +51,8 @@ def test_the_cpu_rehearsal_runs_every_phase_in_bfloat16(tmp_path):
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert [name for name, r in report["phases"].items() if r["ok"]] == ["versions", "models", "env", "sampling",
-                                                                          "world_model", "update", "loop"]
+    assert [name for name, r in report["phases"].items() if r["ok"]] == ["versions", "models", "env", "merged",
+                                                                          "sampling", "world_model", "update", "loop"]
     env = report["phases"]["env"]
     assert env["ticks"] == 2 and env["rows"] == 4 and env["frame_shape"] == [64, 64, 3]  # 2 envs x 2 ticks, batched
     assert report["phases"]["world_model"]["scores_shape"] == [2, 8, 3]
