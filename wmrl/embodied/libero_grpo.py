@@ -307,6 +307,7 @@ def _load(state: dict, path: Path) -> None:
     state["corrector"].load_state_dict(saved["corrector"])
     state["log"], state["step"] = saved["log"], saved["step"]
 
+# %% ../../nbs/656_libero_grpo.ipynb #ddd3c141
 def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> dict:
     """Table 3's columns: G episodes of every (task, init) in lockstep, ID on `id_eval_inits`, OOD on `eval_inits`, at the
     training temperature; each (task, split) saved under out/eval as it finishes, so a killed evaluation resumes."""

@@ -12,6 +12,7 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
@@ -111,40 +112,43 @@ RewardClient.score, RewardClient.predict = _score, _predict
 # %% ../../nbs/658_reward_service.ipynb #d4f68d5e
 MAX_BODY = 512 * 2**20  # bytes of one request: 64 rollouts x 8 frames of 256 px is 100 MB
 
-def make_server(predict_batch, host: str = "127.0.0.1", port: int = 0, name: str = "stand-in"):
-    "A ThreadingHTTPServer speaking Robometer's protocol over predict_batch(clips, texts) -> (progress, success)."
+class _Handler(BaseHTTPRequestHandler):
+    "Robometer's two routes over the server's `predict_batch`, one request at a time through the model."
+    def _send(self, code: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+
+    def do_GET(self):
+        found = self.path == "/health"
+        self._send(200 if found else 404, {"status": "healthy", "model": self.server.name} if found else {"detail": self.path})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.path != "/evaluate_batch_npy" or length > MAX_BODY:
+            return self._send(404 if self.path != "/evaluate_batch_npy" else 413, {"detail": f"{self.path}: {length} bytes"})
+        try:
+            clips, texts, _ = decode_request(self.rfile.read(length), self.headers.get("Content-Type", ""))
+        except (ValueError, KeyError, TypeError) as err:
+            return self._send(400, {"detail": f"{type(err).__name__}: {err}"})
+        try:
+            with self.server.lock:
+                progress, success = self.server.predict_batch(clips, texts)
+        except Exception as err:  # the model's failure is the client's 500, not the server's death
+            return self._send(500, {"detail": f"{type(err).__name__}: {err}"})
+        self._send(200, {"outputs_preference": None, "outputs_progress": {"progress_pred": np.asarray(progress).tolist()},
+                         "outputs_success": {"success_probs": np.asarray(success).tolist()}})
+
+    def log_message(self, *args):  # a line a request on stderr is noise in a training log
+        pass
+
+# %% ../../nbs/658_reward_service.ipynb #8acd649e
+def make_server(predict_batch, host: str = "127.0.0.1", port: int = 0, name: str = "stand-in") -> ThreadingHTTPServer:
+    "A threaded HTTP server speaking Robometer's protocol over predict_batch(clips, texts) -> (progress, success)."
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, code: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(code); self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
-
-        def do_GET(self):
-            self._send(200, {"status": "healthy", "model": name}) if self.path == "/health" else self._send(404, {"detail": f"no route {self.path}"})
-
-        def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            if self.path != "/evaluate_batch_npy" or length > MAX_BODY:
-                return self._send(404 if self.path != "/evaluate_batch_npy" else 413, {"detail": f"{self.path}: {length} bytes"})
-            try:
-                clips, texts, _ = decode_request(self.rfile.read(length), self.headers.get("Content-Type", ""))
-            except (ValueError, KeyError, TypeError) as err:
-                return self._send(400, {"detail": f"{type(err).__name__}: {err}"})
-            try:
-                with lock:
-                    progress, success = predict_batch(clips, texts)
-            except Exception as err:  # the model's failure is the client's 500, not the server's death
-                return self._send(500, {"detail": f"{type(err).__name__}: {err}"})
-            self._send(200, {"outputs_preference": None, "outputs_progress": {"progress_pred": np.asarray(progress).tolist()},
-                             "outputs_success": {"success_probs": np.asarray(success).tolist()}})
-
-        def log_message(self, *args):  # one line a request on stderr is noise in a training log
-            pass
-    return ThreadingHTTPServer((host, port), Handler)
+    server = ThreadingHTTPServer((host, port), _Handler)
+    server.predict_batch, server.lock, server.name = predict_batch, threading.Lock(), name
+    return server
 
 # %% ../../nbs/658_reward_service.ipynb #c7e4f2ef
 def vlm_scorer(model, device="cpu", dtype=None):

@@ -129,12 +129,17 @@ class MetaWorldScene:
         self.env.set_task(init_state(self.task, int(index)))
         return self._obs(self.env.reset()[0])
 
-    def step(self, action):
-        a = np.asarray(action, dtype=float)
-        obs, _, _, _, info = self.env.step(np.clip(np.append(a[:3], a[6]), -1.0, 1.0))
-        done = bool(info["success"])
-        return self._obs(obs), float(done), done, info
+# %% ../../nbs/659_vector_env.ipynb #23df4a35
+def _scene_step(self: MetaWorldScene, action):
+    "LIBERO's step: (obs, reward, done, info), done when Meta-World says the task succeeded."
+    a = np.asarray(action, dtype=float)
+    obs, _, _, _, info = self.env.step(np.clip(np.append(a[:3], a[6]), -1.0, 1.0))
+    done = bool(info["success"])
+    return self._obs(obs), float(done), done, info
 
-    def _obs(self, obs) -> dict:
-        self.renderer.update_scene(self.env.data, camera=self.camera)
-        return {"agentview_image": self.renderer.render(), "robot0_eef_pos": np.asarray(obs[:3], dtype=float)}
+def _scene_obs(self: MetaWorldScene, obs) -> dict:
+    "The observation LIBERO's loop reads: the rendered agentview frame and the end-effector's position."
+    self.renderer.update_scene(self.env.data, camera=self.camera)
+    return {"agentview_image": self.renderer.render(), "robot0_eef_pos": np.asarray(obs[:3], dtype=float)}
+
+MetaWorldScene.step, MetaWorldScene._obs = _scene_step, _scene_obs

@@ -102,20 +102,23 @@ class PrismaticVLA(_torch.nn.Module):
         siglip = self.siglip(pixel_values[:, 3:]).last_hidden_state
         return self.projector(_torch.cat([dino, siglip], dim=-1))
 
-    def forward(self, input_ids, attention_mask, pixel_values=None, past_key_values=None, use_cache: bool = False,
-                logits_to_keep: int = 0, position_ids=None, cache=None):
-        "Positions come from the (widened) mask, so the caller's `position_ids` are not used."
-        import inspect
-        past = cache if cache is not None else past_key_values  # transformers >= 5.20 calls it `cache`
-        embeds = self.llm.get_input_embeddings()(input_ids)
-        if pixel_values is not None:
-            attention_mask, embeds = splice_patches(attention_mask, self.patches(pixel_values.to(embeds.dtype)), embeds)
-        elif past is not None and attention_mask.shape[1] < past.get_seq_length() + input_ids.shape[1]:
-            attention_mask = splice_patches(attention_mask, n=self.n_patches)[0]
-        positions = (attention_mask.cumsum(1) - 1).clamp(min=0)[:, -embeds.shape[1]:]
-        key = "cache" if "cache" in inspect.signature(self.llm.forward).parameters else "past_key_values"
-        return self.llm(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=positions, use_cache=use_cache,
-                        logits_to_keep=logits_to_keep, **{key: past})
+# %% ../../nbs/657_vla_model.ipynb #2f8a0cf2
+def _vla_forward(self: PrismaticVLA, input_ids, attention_mask, pixel_values=None, past_key_values=None,
+                 use_cache: bool = False, logits_to_keep: int = 0, position_ids=None, cache=None):
+    "Positions come from the (widened) mask, so the caller's `position_ids` are not used."
+    import inspect
+    past = cache if cache is not None else past_key_values  # transformers >= 5.20 calls it `cache`
+    embeds = self.llm.get_input_embeddings()(input_ids)
+    if pixel_values is not None:
+        attention_mask, embeds = splice_patches(attention_mask, self.patches(pixel_values.to(embeds.dtype)), embeds)
+    elif past is not None and attention_mask.shape[1] < past.get_seq_length() + input_ids.shape[1]:
+        attention_mask = splice_patches(attention_mask, n=self.n_patches)[0]
+    positions = (attention_mask.cumsum(1) - 1).clamp(min=0)[:, -embeds.shape[1]:]
+    key = "cache" if "cache" in inspect.signature(self.llm.forward).parameters else "past_key_values"
+    return self.llm(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=positions, use_cache=use_cache,
+                    logits_to_keep=logits_to_keep, **{key: past})
+
+PrismaticVLA.forward = _vla_forward
 
 # %% ../../nbs/657_vla_model.ipynb #50ee1ce7
 DINO_MEAN, DINO_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's, DINOv2's training statistics
@@ -165,30 +168,32 @@ class ProgressVLM(_torch.nn.Module):
         self.config = Qwen3VLConfig(**arch)
         self.backbone = Qwen3VLModel(self.config)
         self.heads = _torch.nn.Linear(self.config.text_config.hidden_size, 3)
-        merge = self.config.vision_config.spatial_merge_size
-        self.merge = merge
-
-    def inputs(self, frames, text_ids):
-        "(R, F, H, W, 3) frames and (T,) instruction ids -> the backbone's inputs and each frame's readout column."
-        import inspect
-        c = self.config
-        pixel_values, grid = qwen3vl_pixels(np.asarray(frames).reshape(-1, *np.shape(frames)[2:]), c.vision_config.patch_size,
-                                            self.merge, c.vision_config.temporal_patch_size)
-        per_frame = int(grid[0, 1] * grid[0, 2]) // self.merge ** 2
-        one = [c.vision_start_token_id, *[c.image_token_id] * per_frame, c.vision_end_token_id]
-        row = _torch.tensor(list(np.tile(one, np.shape(frames)[1])) + list(text_ids))
-        ids = row[None].repeat(np.shape(frames)[0], 1)
-        ends = _torch.nonzero(row == c.vision_end_token_id)[:, 0]
-        batch = dict(input_ids=ids, attention_mask=_torch.ones_like(ids), pixel_values=pixel_values, image_grid_thw=grid)
-        if "mm_token_type_ids" in inspect.signature(self.backbone.forward).parameters:  # transformers >= 5.20 asks for it
-            batch["mm_token_type_ids"] = (ids == c.image_token_id).int()  # 1: an image token, 0: text
-        return batch, ends
+        self.merge = self.config.vision_config.spatial_merge_size
 
     def forward(self, input_ids, attention_mask, pixel_values, image_grid_thw, ends, **extra):
         "-> (R, F, 3) probabilities: progress, success, preference logit squashed, one row per frame."
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
                                image_grid_thw=image_grid_thw, **extra).last_hidden_state
         return _torch.sigmoid(self.heads(hidden[:, ends]).float())
+
+# %% ../../nbs/657_vla_model.ipynb #c82801d1
+def _vlm_inputs(self: ProgressVLM, frames, text_ids):
+    "(R, F, H, W, 3) frames and (T,) instruction ids -> the backbone's inputs and each frame's readout column."
+    import inspect
+    c, (rollouts, n_frames) = self.config, np.shape(frames)[:2]
+    pixel_values, grid = qwen3vl_pixels(np.asarray(frames).reshape(-1, *np.shape(frames)[2:]),
+                                        c.vision_config.patch_size, self.merge, c.vision_config.temporal_patch_size)
+    per_frame = int(grid[0, 1] * grid[0, 2]) // self.merge ** 2
+    one = [c.vision_start_token_id, *[c.image_token_id] * per_frame, c.vision_end_token_id]
+    row = _torch.tensor(list(np.tile(one, n_frames)) + list(text_ids))
+    ids = row[None].repeat(rollouts, 1)
+    ends = _torch.nonzero(row == c.vision_end_token_id)[:, 0]
+    batch = dict(input_ids=ids, attention_mask=_torch.ones_like(ids), pixel_values=pixel_values, image_grid_thw=grid)
+    if "mm_token_type_ids" in inspect.signature(self.backbone.forward).parameters:  # transformers >= 5.20 asks for it
+        batch["mm_token_type_ids"] = (ids == c.image_token_id).int()  # 1: an image token, 0: text
+    return batch, ends
+
+ProgressVLM.inputs = _vlm_inputs
 
 # %% ../../nbs/657_vla_model.ipynb #77e5f29e
 def progress_predict(model, device="cpu", dtype=None):
