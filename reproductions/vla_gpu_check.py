@@ -217,6 +217,10 @@ def summarise(path: Path) -> int:
     top = max(got["update_activations"])
     v = report["phases"]["versions"]
     print(f"{v['gpu']}, Python {v['python']}, " + ", ".join(f"{k} {x}" for k, x in v["packages"].items() if x))
+    for key in ("policy_params", "world_model_params"):
+        parts = report["phases"]["models"][key]
+        print(f"{key.replace('_', ' ')}: " + ", ".join(f"{k} {n:,}" for k, n in parts.items())
+              + (f" ({parts['total'] - parts['lora']:,} without the adapters)" if "lora" in parts else ""))
     print(f"held (weights, adapters, their gradients, AdamW): measured {got['held_gib']:.2f} GiB, plan {plan(top)['held_gib']:.2f}")
     for m, g in sorted(got["update_activations"].items()):
         print(f"update activations, micro-batch {m:>2}: measured {g:6.2f} GiB ({g / m:.3f} a row), plan {plan(m)['terms_gib']['update_activations']:6.2f}, "

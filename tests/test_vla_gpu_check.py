@@ -97,7 +97,7 @@ def test_summarise_prints_each_figure_the_readme_quotes():
     run = subprocess.run([sys.executable, str(SCRIPT), "--summarise", str(REPORT)], capture_output=True, text=True,
                          timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-2000:]
-    for figure in ("measured 11.41 GiB", "measured  41.56 GiB (1.299 a row)", "measured 56.09 GiB",
+    for figure in ("total 1,258,039,584 (1,209,418,016 without the adapters)", "backbone 4,437,815,808", "measured 11.41 GiB", "measured  41.56 GiB (1.299 a row)", "measured 56.09 GiB",
                    "policy 0.441 s a tick", "arithmetic on these rates, not measured"):
         assert figure in run.stdout, (figure, run.stdout)
 
