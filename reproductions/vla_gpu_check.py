@@ -234,6 +234,9 @@ def summarise(path: Path) -> int:
           f"took {report['phases']['env']['policy_s_by_tick'][0]:.1f} s), "
           f"{a['envs']} Meta-World scenes {got['env_s_per_tick']:.3f} s a tick, progress model {got['wm_s_per_group']:.2f} s "
           f"for {a['wm_rollouts']} rollouts, sampling {report['phases']['sampling']['rows_per_s']:.1f} rows/s at {a['sample_rows']} rows")
+    w, u = report["phases"]["world_model"], report["phases"]["update"]
+    print(f"progress model input: {w['tokens_per_rollout']} tokens a rollout; sampled against recomputed log-probs, "
+          f"largest gap {u['max_abs_logp_error']:.3f}; the card: {report['phases']['versions']['card_gib']:.1f} GiB")
     if "merged" in report["phases"]:
         print(f"policy with the adapters merged: {np.median(report['phases']['merged']['policy_s_by_tick'][1:]):.3f} s a tick "
               f"(median after the first), against {got['policy_s_per_tick']:.3f} unmerged")
@@ -245,10 +248,14 @@ def summarise(path: Path) -> int:
                   f"{row['seconds']['world_model']:.2f} s, update {row['seconds']['update']:.2f} s on {row['rows_trained']} "
                   f"rows trained (degenerate groups: {row['stats'].get('n_degenerate_groups', 0):.0f} of {row['stats']['n_groups']:.0f})")
     tick = got["policy_s_per_tick"] + got["env_s_per_tick"]
-    step = 10 * got["env_s_per_tick"] + 520 * tick + got["wm_s_per_group"] + -(-96 // top) * got["update_s"][top]
-    print(f"arithmetic on these rates, not measured: one GRPO step of the paper's config (a group of 8 rollouts, 10 + 520 "
-          f"ticks, 12 loss rows a rollout) ~ {step / 60:.1f} min; 2,000 steps ~ {2000 * step / 3600:.0f} h; Table 3's 4,000 "
-          f"episodes in locksteps of {a['envs']} ~ {4000 / a['envs'] * (520 * tick + 10 * got['env_s_per_tick']) / 3600:.1f} h (Meta-World scenes stand in for LIBERO's)")
+    play = 10 * got["env_s_per_tick"] + 520 * tick  # a group of 8 rollouts in lockstep, LIBERO-Long's 10 + 520 ticks
+    update = {rows: -(-8 * rows // top) * got["update_s"][top] for rows in (12, 520)}  # micro-batches of `top` rows
+    print(f"arithmetic on these rates, not measured (Meta-World scenes stand in for LIBERO's): a group of 8 rollouts "
+          f"plays in ~ {play / 60:.1f} min, is scored in {got['wm_s_per_group']:.2f} s, and trains in ~ {update[12]:.0f} s on "
+          f"12 rows a rollout (the official config's loss_steps_per_rollout) or ~ {update[520]:.0f} s on every tick (the "
+          f"kit's loop); 2,000 steps of one group ~ {2000 * (play + update[12]) / 3600:.0f} h or "
+          f"~ {2000 * (play + update[520]) / 3600:.0f} h; Table 3's 4,000 episodes in locksteps of {a['envs']} ~ "
+          f"{4000 / a['envs'] * play / 3600:.1f} h")
     return 0
 
 
@@ -308,8 +315,7 @@ def main(argv=None) -> int:
     run("models", models)
 
     def env():
-        from wmrl.embodied.libero_grpo import run_lockstep
-        from wmrl.embodied.vector_env import MetaWorldScene
+        from wmrl.embodied.vector_env import MetaWorldScene, run_lockstep
         envs = [MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)]
         vocab = state["policy"].text_vocab
         prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in envs]
@@ -332,8 +338,7 @@ def main(argv=None) -> int:
 
     def merged():
         "The same ticks with the adapters merged into the base weights (peft), then unmerged: what unmerged LoRA costs."
-        from wmrl.embodied.libero_grpo import run_lockstep
-        from wmrl.embodied.vector_env import MetaWorldScene
+        from wmrl.embodied.vector_env import MetaWorldScene, run_lockstep
         envs, vocab = [MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)], state["policy"].text_vocab
         prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in envs]
         sampler, seconds = vm.VLASampler(state["policy"], prompts, seed=0, device=device, dtype=dtype), []

@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
-from .libero import DUMMY_ACTION, SETTLE_STEPS, ProgressAdapter, decode_action_tokens, vla_prompt
+from .libero import ProgressAdapter, decode_action_tokens, vla_prompt
+from .vector_env import run_lockstep
 
 # %% auto #0
-__all__ = ['FakeLiberoEnv', 'fake_init_states', 'run_lockstep', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress',
+__all__ = ['EVAL_KEYS', 'FakeLiberoEnv', 'fake_init_states', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress',
            'LiberoRunConfig', 'libero_grpo_step', 'evaluate', 'run_libero', 'cli_reproduce_libero']
 
 # %% ../../nbs/656_libero_grpo.ipynb #23f1b518
@@ -61,34 +62,6 @@ def fake_init_states(n: int = 50, seed: int = 0) -> np.ndarray:
         if np.linalg.norm(start - goal) >= 0.3:
             states.append(np.concatenate([start, goal]))
     return np.stack(states)
-
-# %% ../../nbs/656_libero_grpo.ipynb #5b137457
-def _each(envs, index, method: str, args) -> list:
-    "envs[b].method(*args[i]) for each b = index[i]: all at once where envs can (ProcessEnvs), else one by one."
-    if hasattr(envs, "call_many"):
-        return envs.call_many(index, method, args)
-    return [getattr(envs[b], method)(*a) for b, a in zip(index, args)]
-
-def run_lockstep(envs, init_states, act, max_steps: int, frame_key: str = "agentview_image"):
-    "act(observations, active mask) -> (B, 7) actions; returns success (B,), steps (B,), frames per episode."
-    everyone = list(range(len(envs)))
-    _each(envs, everyone, "reset", [()] * len(envs))
-    observations = _each(envs, everyone, "set_init_state", [(state,) for state in init_states])
-    for _ in range(SETTLE_STEPS):
-        observations = [r[0] for r in _each(envs, everyone, "step", [(np.array(DUMMY_ACTION),)] * len(envs))]
-    frames = [[obs[frame_key]] for obs in observations]
-    active = np.ones(len(envs), bool)
-    success, steps = np.zeros(len(envs), bool), np.zeros(len(envs), int)
-    for _ in range(max_steps):
-        actions, index = act(observations, active.copy()), np.flatnonzero(active)
-        for b, (obs, _, done, _) in zip(index, _each(envs, index, "step", [(actions[b],) for b in index])):
-            observations[b] = obs
-            frames[b].append(obs[frame_key])
-            steps[b] += 1
-            success[b], active[b] = bool(done), not done
-        if not active.any():
-            break
-    return success, steps, frames
 
 # %% ../../nbs/656_libero_grpo.ipynb #a55259f0
 def tiny_vla(seed: int = 0, vocab_size: int = 32_064):
@@ -164,7 +137,7 @@ class LiberoRunConfig:
     device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
     progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
     env_processes: bool = False  # one process per environment (LIBERO's scenes step on the CPU, one core each)
-    recompute_old_logp: bool = True  # the PPO ratio's reference from the update's own pass, not the sampler's (bf16)
+    recompute_old_logp: bool = True  # the PPO ratio's reference: the update's own pass (on-policy), not the sampler's
 
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
@@ -182,6 +155,9 @@ class LiberoRunConfig:
             raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
         if self.progress_model == "frames" and self.scenes and not self.progress_url:
             raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
+        if self.policy != "text" and not self.lora_rank and self.device.startswith("cuda"):
+            raise ValueError("full fine-tuning on CUDA would update bf16 weights with no fp32 master copy, where steps of "
+                             "lr 5e-6 round away: not built; use LoRA (lora_rank > 0)")
         if self.scenes and self.frame_px % 32:
             raise ValueError(f"frame_px must be a multiple of 32 (16-px patches merged 2 x 2), got {self.frame_px}")
 
@@ -218,21 +194,24 @@ def _envs(state: dict, config: LiberoRunConfig, n: int):
 
     from wmrl.embodied.vector_env import MetaWorldScene, ProcessEnvs
     make = functools.partial(MetaWorldScene, config.scenes, config.frame_px) if config.scenes else FakeLiberoEnv
-    if config.env_processes:
-        if n not in state["pools"]:
-            state["pools"][n] = ProcessEnvs([make] * n)
-        return state["pools"][n]
+    if config.env_processes:  # one pool, grown when a batch needs more; a batch steps its first n
+        pool = state["pools"].get("all")
+        if pool is None or len(pool) < n:
+            if pool is not None:
+                pool.close()
+            pool = state["pools"]["all"] = ProcessEnvs([make] * n)
+        return pool.first(n)
     while len(state["envs"]) < n:
         state["envs"].append(make())
     return state["envs"][:n]
 
-def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int):
+def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep: bool = True):
     "The policy's act(observations, active): the text stand-in's sampler, or the VLA's batched image sampler."
     from wmrl.embodied.vla_model import VLASampler
     if config.policy == "text":
         return TokenSampler(state["model"], instructions, config.temperature, seed)
     prompts = [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions]  # bytes: no hub tokenizer
-    return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"])
+    return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"], keep=keep)
 
 def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:
     "The step's (task, init) groups, drawn from the training inits by (seed, step): a resumed run draws the same."
@@ -245,7 +224,7 @@ def _update_batch(state: dict, config: LiberoRunConfig, rows) -> tuple[tuple, di
     "Kept sampler rows -> accumulate_step's (input_ids, attention_mask, tokens, old log-probs) and extra inputs."
     import torch
 
-    from wmrl.embodied.vla_grpo import left_pad, recompute_log_probs
+    from wmrl.embodied.vla_grpo import left_pad
     if config.policy == "text":
         ids, mask = left_pad([torch.tensor(r[1]) for r in rows])
         tensors, extra = (ids, mask, torch.stack([r[2] for r in rows]), torch.stack([r[3] for r in rows])), {}
@@ -254,9 +233,8 @@ def _update_batch(state: dict, config: LiberoRunConfig, rows) -> tuple[tuple, di
         b = rows_batch(rows, config.device, state["dtype"])
         tensors = (b["input_ids"], b["attention_mask"], b["tokens"], b["old_logp"])
         extra = {"pixel_values": b["pixel_values"], "vocab_size": state["model"].text_vocab}
-    if config.recompute_old_logp:
-        old = recompute_log_probs(state["model"], *tensors[:3], config.micro_batch, config.temperature, **extra)
-        tensors = (*tensors[:3], old)
+    if config.recompute_old_logp:  # one optimiser step a batch: the update's own pass is the reference (ratio 1)
+        tensors = (*tensors[:3], None)
     return tensors, extra
 
 # %% ../../nbs/656_libero_grpo.ipynb #4a267489
@@ -297,17 +275,28 @@ def _save(state: dict, path: Path) -> None:
                 "corrector": state["corrector"].state_dict(), "log": state["log"], "step": state["step"]}, tmp)
     tmp.replace(path)
 
-def _load(state: dict, path: Path) -> None:
+def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
     import torch
     saved = torch.load(path, weights_only=False)
     unexpected = state["model"].load_state_dict(saved["model"], strict=False).unexpected_keys
     if unexpected or set(saved["model"]) != {n for n, p in state["model"].named_parameters() if p.requires_grad}:
         raise ValueError(f"{path} was written by another policy configuration (keys differ: {unexpected[:3]} ...)")
     state["optimiser"].load_state_dict(saved["optimiser"])
+    for group in state["optimiser"].param_groups:  # the saved state carries the old run's lr: this run's knob wins
+        group["lr"] = config.lr
     state["corrector"].load_state_dict(saved["corrector"])
     state["log"], state["step"] = saved["log"], saved["step"]
 
 # %% ../../nbs/656_libero_grpo.ipynb #ddd3c141
+EVAL_KEYS = ("tasks", "eval_inits", "id_eval_inits", "rollouts", "max_steps", "temperature", "seed", "policy", "scenes",
+             "frame_px", "lora_rank", "progress_model", "progress_url")
+
+def _eval_tag(state: dict, config: LiberoRunConfig) -> str:
+    "The step and a hash of every knob an evaluation's outcome depends on: another evaluation never reads these files."
+    import hashlib
+    knobs = json.dumps({k: getattr(config, k) for k in EVAL_KEYS}, sort_keys=True)
+    return f"step{state['step']}_{hashlib.sha1(knobs.encode()).hexdigest()[:10]}"
+
 def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> dict:
     """Table 3's columns: G episodes of every (task, init) in lockstep, ID on `id_eval_inits`, OOD on `eval_inits`, at the
     training temperature; each (task, split) saved under out/eval as it finishes, so a killed evaluation resumes."""
@@ -315,16 +304,17 @@ def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> d
     G, success, split, key = config.rollouts, [], [], []
     for t, task in enumerate(config.tasks):
         for s, inits in ((0, config.id_eval_inits), (1, config.eval_inits)):
-            rows, done = [i for i in inits for _ in range(G)], out and out / "eval" / f"step{state['step']}_{t}_{s}.json"
+            rows, done = [i for i in inits for _ in range(G)], out and out / "eval" / f"{_eval_tag(state, config)}_{t}_{s}.json"
             if not rows:
                 continue
             if done and done.is_file():
                 ok = json.loads(done.read_text())
             else:
-                act = _sampler(state, config, [task] * len(rows), seed=10**6 + config.seed + 7919 * t + s)
+                act = _sampler(state, config, [task] * len(rows), seed=10**6 + config.seed + 7919 * t + s, keep=False)
                 ok = run_lockstep(_envs(state, config, len(rows)), state["inits"][rows], act, config.max_steps)[0].tolist()
-                if done:
-                    done.parent.mkdir(exist_ok=True); done.write_text(json.dumps(ok))
+                if done:  # written whole or not at all: a kill mid-write leaves no half file to resume from
+                    done.parent.mkdir(exist_ok=True); done.with_suffix(".tmp").write_text(json.dumps(ok))
+                    done.with_suffix(".tmp").replace(done)
             success, split, key = success + ok, split + [s] * len(rows), key + [t * 1000 + i for i in rows]
     success, split = np.array(success, float), np.array(split)
     ood = success[split == 1].reshape(-1, G)
@@ -339,17 +329,19 @@ def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     state, checkpoint = _setup(config), out / "checkpoint.pt"
     if checkpoint.is_file():
-        _load(state, checkpoint)
-    for step in tqdm(range(state["step"], config.steps), desc="libero grpo", disable=not progress,
-                     initial=state["step"], total=config.steps):
-        state["log"].append(libero_grpo_step(state, config, step))
-        state["step"] = step + 1
-        _save(state, checkpoint)
-    summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config, out),
-               "seconds": {k: sum(r["seconds"][k] for r in state["log"]) for k in ("episodes", "world_model", "update")}}
+        _load(state, checkpoint, config)
+    try:
+        for step in tqdm(range(state["step"], config.steps), desc="libero grpo", disable=not progress,
+                         initial=state["step"], total=config.steps):
+            state["log"].append(libero_grpo_step(state, config, step))
+            state["step"] = step + 1
+            _save(state, checkpoint)
+        summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config, out),
+                   "seconds": {k: sum(r["seconds"][k] for r in state["log"]) for k in ("episodes", "world_model", "update")}}
+    finally:  # the worker processes go with the run, however it ends
+        for pool in state["pools"].values():
+            pool.close()
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    for pool in state["pools"].values():
-        pool.close()
     return summary
 
 # %% ../../nbs/656_libero_grpo.ipynb #66dc9d61

@@ -114,6 +114,7 @@ MAX_BODY = 512 * 2**20  # bytes of one request: 64 rollouts x 8 frames of 256 px
 
 class _Handler(BaseHTTPRequestHandler):
     "Robometer's two routes over the server's `predict_batch`, one request at a time through the model."
+    timeout = 120  # seconds a connection may stall mid-request before its thread gives up
     def _send(self, code: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
         self.send_response(code); self.send_header("Content-Type", "application/json")
@@ -124,12 +125,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200 if found else 404, {"status": "healthy", "model": self.server.name} if found else {"detail": self.path})
 
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if self.path != "/evaluate_batch_npy" or length > MAX_BODY:
-            return self._send(404 if self.path != "/evaluate_batch_npy" else 413, {"detail": f"{self.path}: {length} bytes"})
+        if self.path != "/evaluate_batch_npy":
+            return self._send(404, {"detail": self.path})
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or int(length) > MAX_BODY:  # absent, negative, not a number, or too large
+            return self._send(413 if length.isdigit() else 411, {"detail": f"Content-Length {length!r}: 0..{MAX_BODY}"})
         try:
-            clips, texts, _ = decode_request(self.rfile.read(length), self.headers.get("Content-Type", ""))
-        except (ValueError, KeyError, TypeError) as err:
+            clips, texts, _ = decode_request(self.rfile.read(int(length)), self.headers.get("Content-Type", ""))
+        except Exception as err:  # whatever a malformed body raises in the parsers is the client's 400
             return self._send(400, {"detail": f"{type(err).__name__}: {err}"})
         try:
             with self.server.lock:

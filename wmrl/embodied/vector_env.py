@@ -13,8 +13,10 @@ import traceback
 
 import numpy as np
 
+from .libero import DUMMY_ACTION, SETTLE_STEPS
+
 # %% auto #0
-__all__ = ['ProcessEnvs', 'MetaWorldScene']
+__all__ = ['ProcessEnvs', 'MetaWorldScene', 'run_lockstep']
 
 # %% ../../nbs/659_vector_env.ipynb #4e0f68b3
 def _worker(pipe, factory) -> None:
@@ -71,14 +73,35 @@ class ProcessEnvs:
 # %% ../../nbs/659_vector_env.ipynb #b9981c57
 def _call_many(self: ProcessEnvs, index, method: str, args) -> list:
     "Send `method(*args[i])` to environment index[i] for every i, then collect the answers in the same order."
-    index = [int(b) for b in index]
+    index, sent = [int(b) for b in index], []
     for b, a in zip(index, args):
         try:
             self._pipes[b].send((method, tuple(a)))
+            sent.append(b)
         except (BrokenPipeError, OSError):
-            self._procs[b].join(5)
-            raise RuntimeError(f"environment {b}'s process died (exit code {self._procs[b].exitcode})") from None
-    return [self._answer(b) for b in index]
+            break
+    answers, errors = [], []
+    for b in sent:  # every sent request is answered and read, an error or not: no stale answer is left in a pipe
+        try:
+            answers.append(self._answer(b))
+        except RuntimeError as err:
+            errors.append(err)
+    if len(sent) < len(index):
+        self._procs[index[len(sent)]].join(5)
+        errors.append(RuntimeError(f"environment {index[len(sent)]}'s process died "
+                                   f"(exit code {self._procs[index[len(sent)]].exitcode})"))
+    if errors:
+        raise errors[0]
+    return answers
+
+class _First:
+    "The first n environments of a pool, as a batch of their own (len n; call_many passes through)."
+    def __init__(self, pool: ProcessEnvs, n: int):
+        self.pool, self.n = pool, n
+    def __len__(self) -> int:
+        return self.n
+    def call_many(self, index, method: str, args) -> list:
+        return self.pool.call_many(index, method, args)
 
 def _close(self: ProcessEnvs) -> None:
     "Close every environment and join its process (a stuck one is terminated)."
@@ -96,6 +119,7 @@ def _close(self: ProcessEnvs) -> None:
     self._pipes, self._procs = [], []
 
 ProcessEnvs.call_many, ProcessEnvs.close = _call_many, _close
+ProcessEnvs.first = lambda self, n: _First(self, n)
 ProcessEnvs.__enter__ = lambda self: self
 ProcessEnvs.__exit__ = lambda self, *exc: self.close()
 
@@ -143,3 +167,31 @@ def _scene_obs(self: MetaWorldScene, obs) -> dict:
     return {"agentview_image": self.renderer.render(), "robot0_eef_pos": np.asarray(obs[:3], dtype=float)}
 
 MetaWorldScene.step, MetaWorldScene._obs = _scene_step, _scene_obs
+
+# %% ../../nbs/659_vector_env.ipynb #020499a7
+def _each(envs, index, method: str, args) -> list:
+    "envs[b].method(*args[i]) for each b = index[i]: all at once where envs can (ProcessEnvs), else one by one."
+    if hasattr(envs, "call_many"):
+        return envs.call_many(index, method, args)
+    return [getattr(envs[b], method)(*a) for b, a in zip(index, args)]
+
+def run_lockstep(envs, init_states, act, max_steps: int, frame_key: str = "agentview_image"):
+    "act(observations, active mask) -> (B, 7) actions; returns success (B,), steps (B,), frames per episode."
+    everyone = list(range(len(envs)))
+    _each(envs, everyone, "reset", [()] * len(envs))
+    observations = _each(envs, everyone, "set_init_state", [(state,) for state in init_states])
+    for _ in range(SETTLE_STEPS):
+        observations = [r[0] for r in _each(envs, everyone, "step", [(np.array(DUMMY_ACTION),)] * len(envs))]
+    frames = [[obs[frame_key]] for obs in observations]
+    active = np.ones(len(envs), bool)
+    success, steps = np.zeros(len(envs), bool), np.zeros(len(envs), int)
+    for _ in range(max_steps):
+        actions, index = act(observations, active.copy()), np.flatnonzero(active)
+        for b, (obs, _, done, _) in zip(index, _each(envs, index, "step", [(actions[b],) for b in index])):
+            observations[b] = obs
+            frames[b].append(obs[frame_key])
+            steps[b] += 1
+            success[b], active[b] = bool(done), not done
+        if not active.any():
+            break
+    return success, steps, frames

@@ -62,6 +62,8 @@ def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, te
             logp = _action_log_softmax(out["logits"][:, -1], ids, temperature)
             pick = torch.multinomial(logp.exp(), 1, generator=generator)
             tokens.append(pick[:, 0] + int(ids[0])); logps.append(logp.gather(1, pick)[:, 0])
+            if len(tokens) == n_tokens:
+                break  # the last token needs no forward pass after it
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             out = model(input_ids=tokens[-1][:, None], attention_mask=mask, position_ids=_positions(mask)[:, -1:],
                         use_cache=True, **_keep(model, 1), **{key: out[key]})
@@ -90,14 +92,17 @@ def clipped_token_loss(logp, old_logp, advantages, clip: float = 0.2, total_rows
 
 def accumulate_step(model, input_ids, attention_mask, tokens, old_logp, advantages, micro_batch: int,
                     temperature: float = 1.0, clip: float = 0.2, vocab_size: int = 32_000, bins: int = 256, **inputs) -> float:
-    "Backward over micro-batches of rows (gradients add to the batch's); the caller steps and zeroes the optimiser."
+    """Backward over micro-batches of rows (gradients add to the batch's); the caller steps and zeroes the optimiser.
+    `old_logp=None` takes the reference from this very pass, detached: one optimiser step per batch is on-policy, so
+    the ratio is 1 (the clip never acts) and no second forward pass is needed."""
     total, loss_sum, advantages = len(tokens), 0.0, np.asarray(advantages)
     for lo in range(0, total, micro_batch):
         rows = slice(lo, lo + micro_batch)
         extra = {k: v[rows] for k, v in inputs.items()}
         logp = action_log_probs(model, input_ids[rows], attention_mask[rows], tokens[rows], temperature, vocab_size, bins,
                                 **extra)
-        loss = clipped_token_loss(logp, old_logp[rows], advantages[rows], clip, total)
+        old = logp.detach() if old_logp is None else old_logp[rows]  # None: on-policy, the ratio is exactly 1
+        loss = clipped_token_loss(logp, old, advantages[rows], clip, total)
         loss.backward()
         loss_sum += float(loss.detach())
     return loss_sum

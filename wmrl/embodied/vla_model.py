@@ -110,6 +110,8 @@ def _vla_forward(self: PrismaticVLA, input_ids, attention_mask, pixel_values=Non
     past = cache if cache is not None else past_key_values  # transformers >= 5.20 calls it `cache`
     embeds = self.llm.get_input_embeddings()(input_ids)
     if pixel_values is not None:
+        if pixel_values.dtype == _torch.uint8:  # (B, S, S, 3) frames: normalised here, a micro-batch at a time
+            pixel_values = vla_pixels(pixel_values, embeds.device)
         attention_mask, embeds = splice_patches(attention_mask, self.patches(pixel_values.to(embeds.dtype)), embeds)
     elif past is not None and attention_mask.shape[1] < past.get_seq_length() + input_ids.shape[1]:
         attention_mask = splice_patches(attention_mask, n=self.n_patches)[0]
@@ -127,7 +129,8 @@ SIGLIP_MEAN, SIGLIP_STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
 def vla_pixels(images, device=None, dtype=None):
     "(B, S, S, 3) uint8 images (after `vla_image`) -> (B, 6, S, S): the DINOv2 copy, then the SigLIP copy."
     import torch
-    x = torch.as_tensor(np.asarray(images), device=device).permute(0, 3, 1, 2).float() / 255.0
+    x = (images if torch.is_tensor(images) else torch.as_tensor(np.asarray(images))).to(device)
+    x = x.permute(0, 3, 1, 2).float() / 255.0
     norm = lambda mean, std: (x - torch.tensor(mean, device=x.device)[:, None, None]) / torch.tensor(std, device=x.device)[:, None, None]
     out = torch.cat([norm(DINO_MEAN, DINO_STD), norm(SIGLIP_MEAN, SIGLIP_STD)], dim=1)
     return out if dtype is None else out.to(dtype)
@@ -185,7 +188,7 @@ def _vlm_inputs(self: ProgressVLM, frames, text_ids):
                                         c.vision_config.patch_size, self.merge, c.vision_config.temporal_patch_size)
     per_frame = int(grid[0, 1] * grid[0, 2]) // self.merge ** 2
     one = [c.vision_start_token_id, *[c.image_token_id] * per_frame, c.vision_end_token_id]
-    row = _torch.tensor(list(np.tile(one, n_frames)) + list(text_ids))
+    row = _torch.tensor(list(text_ids) + list(np.tile(one, n_frames)))  # the task first: causal attention reads back
     ids = row[None].repeat(rollouts, 1)
     ends = _torch.nonzero(row == c.vision_end_token_id)[:, 0]
     batch = dict(input_ids=ids, attention_mask=_torch.ones_like(ids), pixel_values=pixel_values, image_grid_thw=grid)
@@ -257,7 +260,7 @@ def vla_plan(policy: str = "minivla-1b", world_model: str = "robometer-4b", lora
     "GiB of one GPU holding the policy, its trainable state and the frozen progress model: each term, the peak, fits."
     pol, arch, w = build(policy, "meta"), ARCHS[policy], ARCHS[world_model]
     P, W = count_params(pol)["total"], count_params(build(world_model, "meta"))["total"]
-    trainable = 16 * count_params(with_lora(pol, lora_rank))["lora"] if lora_rank else 10 * P
+    trainable = 16 * (count_params(with_lora(pol, lora_rank))["lora"] if lora_rank else P)  # fp32 copy, grads, moments
     stacks = _policy_stacks(arch, prompt_tokens)
     patches = (frame_px // w["vision_config"]["patch_size"]) ** 2
     v, t = w["vision_config"], w["text_config"]
@@ -276,9 +279,11 @@ def vla_plan(policy: str = "minivla-1b", world_model: str = "robometer-4b", lora
 # %% ../../nbs/657_vla_model.ipynb #3dd8cc95
 class VLASampler:
     "act(observations, active) for run_lockstep: a batched VLA step per tick; rows kept for the GRPO update."
-    def __init__(self, model, prompts, temperature: float = 1.0, seed: int = 0, device="cpu", dtype=None, unnorm=None):
+    def __init__(self, model, prompts, temperature: float = 1.0, seed: int = 0, device="cpu", dtype=None, unnorm=None,
+                 keep: bool = True):
         import torch
         self.model, self.prompts, self.temperature, self.unnorm = model, [list(p) for p in prompts], temperature, unnorm
+        self.keep = keep  # an evaluation keeps no rows: 520 ticks of frames would only fill the host's memory
         self.device, self.dtype, self.rows = device, dtype, []  # rows: (env, prompt ids, image, tokens, log-probs)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.size = model.arch["dino"]["image_size"]
@@ -292,7 +297,8 @@ class VLASampler:
         actions = np.zeros((len(observations), 7))
         normalised = decode_action_tokens(tokens.cpu().numpy(), self.model.text_vocab)
         actions[index] = libero_gripper(normalised if self.unnorm is None else unnormalize(normalised, *self.unnorm))
-        self.rows += [(int(b), self.prompts[b], im, t.cpu(), lp.cpu()) for b, im, t, lp in zip(index, images, tokens, logp)]
+        if self.keep:
+            self.rows += [(int(b), self.prompts[b], im, t.cpu(), lp.cpu()) for b, im, t, lp in zip(index, images, tokens, logp)]
         return actions
 
 # %% ../../nbs/657_vla_model.ipynb #456e5b04
@@ -302,9 +308,10 @@ def _prompt_batch(prompts, device):
     return ids.to(device), mask.to(device)
 
 def rows_batch(rows, device="cpu", dtype=None) -> dict:
-    "Kept sampler rows -> the tensors accumulate_step takes (input_ids, attention_mask, tokens, old_logp, pixel_values)."
+    """Kept sampler rows -> the tensors accumulate_step takes. The frames stay uint8 on the CPU (150 KB a row): the model
+    normalises each micro-batch's on the device, so 4,160 rows of a LIBERO-Long group never sit there as floats."""
     import torch
     ids, mask = _prompt_batch([r[1] for r in rows], device)
     return {"input_ids": ids, "attention_mask": mask, "tokens": torch.stack([r[3] for r in rows]).to(device),
             "old_logp": torch.stack([r[4] for r in rows]).to(device),
-            "pixel_values": vla_pixels(np.stack([r[2] for r in rows]), device, dtype)}
+            "pixel_values": torch.as_tensor(np.stack([r[2] for r in rows]))}
