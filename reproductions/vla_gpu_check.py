@@ -314,23 +314,32 @@ def main(argv=None) -> int:
                 "policy_build_s": round(built, 2), "device_used_gib": device_used_gib(device)}
     run("models", models)
 
-    def env():
+    def prompts(n: int) -> list:
+        "n random prompts of --prompt-tokens ids, BOS first, none of them an action id."
+        vocab = state["policy"].text_vocab
+        return [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in range(n)]
+
+    def ticks() -> tuple:
+        "--envs scenes in lockstep for --env-steps ticks, one timed batched sampling call a tick."
         from wmrl.embodied.vector_env import MetaWorldScene, run_lockstep
         envs = [MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)]
-        vocab = state["policy"].text_vocab
-        prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in envs]
-        sampler = vm.VLASampler(state["policy"], prompts, seed=0, device=device, dtype=dtype)
-        seconds = []
+        sampler, seconds = vm.VLASampler(state["policy"], prompts(args.envs), seed=0, device=device, dtype=dtype), []
         def timed(obs, active):
             t0 = time.perf_counter(); actions = sampler(obs, active); _sync(device)
             seconds.append(time.perf_counter() - t0)
             return actions
         t0 = time.perf_counter()
-        _, steps, frames = run_lockstep(envs, list(range(args.envs)), timed, max_steps=args.env_steps)
-        total = time.perf_counter() - t0
+        try:
+            _, steps, frames = run_lockstep(envs, list(range(args.envs)), timed, max_steps=args.env_steps)
+            total = time.perf_counter() - t0  # stepping only: closing the scenes is not a tick's cost
+        finally:
+            for e in envs:
+                e.close()
+        return steps, frames, sampler, seconds, total
+
+    def env():
+        steps, frames, sampler, seconds, total = ticks()
         state["frames"] = frames
-        for e in envs:
-            e.close()
         return {"ticks": int(steps.max()), "rows": len(sampler.rows), "frame_shape": list(frames[0][-1].shape),
                 "policy_s_by_tick": seconds, "lockstep_s": round(total, 3),
                 "env_s_per_tick_settling_included": (total - sum(seconds)) / (10 + int(steps.max()))}
@@ -338,28 +347,15 @@ def main(argv=None) -> int:
 
     def merged():
         "The same ticks with the adapters merged into the base weights (peft), then unmerged: what unmerged LoRA costs."
-        from wmrl.embodied.vector_env import MetaWorldScene, run_lockstep
-        envs, vocab = [MetaWorldScene(args.task, args.frame_px) for _ in range(args.envs)], state["policy"].text_vocab
-        prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in envs]
-        sampler, seconds = vm.VLASampler(state["policy"], prompts, seed=0, device=device, dtype=dtype), []
-        def timed(obs, active):
-            t0 = time.perf_counter(); actions = sampler(obs, active); _sync(device)
-            seconds.append(time.perf_counter() - t0)
-            return actions
         state["policy"].merge_adapter()
         try:
-            run_lockstep(envs, list(range(args.envs)), timed, max_steps=args.env_steps)
+            return {"policy_s_by_tick": ticks()[3]}
         finally:
             state["policy"].unmerge_adapter()
-            for e in envs:
-                e.close()
-        return {"policy_s_by_tick": seconds}
     run("merged", merged)
 
     def sampling():
-        vocab = state["policy"].text_vocab
-        prompts = [[1, *rng.integers(3, vocab - 256, args.prompt_tokens - 1).tolist()] for _ in range(args.sample_rows)]
-        sampler = vm.VLASampler(state["policy"], prompts, seed=1, device=device, dtype=dtype)
+        sampler = vm.VLASampler(state["policy"], prompts(args.sample_rows), seed=1, device=device, dtype=dtype)
         obs = observations(state, args.sample_rows, args.frame_px, rng)
         sampler(obs, np.ones(len(obs), bool)); _sync(device)  # the first call pays CUDA's one-time costs
         sampler.rows.clear()

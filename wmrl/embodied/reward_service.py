@@ -156,16 +156,12 @@ def make_server(predict_batch, host: str = "127.0.0.1", port: int = 0, name: str
 # %% ../../nbs/658_reward_service.ipynb #c7e4f2ef
 def vlm_scorer(model, device="cpu", dtype=None):
     "predict_batch for make_server over a ProgressVLM: clips sharing an instruction go through in one forward."
-    import torch
+    from wmrl.embodied.vla_model import score_clips
     def predict_batch(clips, texts):
         progress, success = [None] * len(clips), [None] * len(clips)
         for text in dict.fromkeys(texts):
             rows = [i for i, t in enumerate(texts) if t == text]
-            batch, ends = model.inputs(np.stack([clips[i] for i in rows]), [3 + b for b in text.encode()][:64])
-            batch = {k: v.to(device) for k, v in batch.items()}
-            batch["pixel_values"] = batch["pixel_values"].to(dtype or batch["pixel_values"].dtype)
-            with torch.no_grad():
-                out = model(**batch, ends=ends.to(device)).float().cpu().numpy()
+            out = score_clips(model, np.stack([clips[i] for i in rows]), text, device, dtype)
             for j, i in enumerate(rows):
                 progress[i], success[i] = out[j, :, 0], out[j, :, 1]
         return np.stack(progress), np.stack(success)

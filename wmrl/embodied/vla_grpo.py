@@ -7,6 +7,8 @@ Docs: https://github.com/wmrl-kit/wmrl/vla_grpo.html.md"""
 # %% ../../nbs/655_vla_grpo.ipynb #bb8de5b3
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # %% auto #0
@@ -42,11 +44,15 @@ def left_pad(sequences, pad_id: int = 0):
 def _positions(mask):
     return (mask.cumsum(1) - 1).clamp(min=0)
 
+@functools.cache
+def _takes_logits_to_keep(cls) -> bool:
+    import inspect
+    return "logits_to_keep" in inspect.signature(cls.forward).parameters
+
 def _keep(model, k: int) -> dict:
     "`logits_to_keep=k` where the model takes it: a 152k-token head over 300 positions is most of a VLA's logits memory."
-    import inspect
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper forwards **kwargs
-    return {"logits_to_keep": k} if "logits_to_keep" in inspect.signature(base.forward).parameters else {}
+    return {"logits_to_keep": k} if _takes_logits_to_keep(type(base)) else {}
 
 def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, temperature: float = 1.0,
                          generator=None, vocab_size: int = 32_000, bins: int = 256, **inputs):

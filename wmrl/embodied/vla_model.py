@@ -7,6 +7,8 @@ Docs: https://github.com/wmrl-kit/wmrl/vla_model.html.md"""
 # %% ../../nbs/657_vla_model.ipynb #2d436a89
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .libero import decode_action_tokens, libero_gripper, unnormalize, vla_image
@@ -15,7 +17,7 @@ from .vla_grpo import left_pad, sample_action_tokens
 # %% auto #0
 __all__ = ['MINIVLA_1B', 'TINY_VLA', 'ROBOMETER_4B', 'TINY_ROBOMETER', 'ARCHS', 'DINO_MEAN', 'DINO_STD', 'SIGLIP_MEAN',
            'SIGLIP_STD', 'GIB', 'ALLOCATOR_MARGIN', 'CONTEXT_GIB', 'MEASURED_OVER_COUNTED', 'splice_patches',
-           'PrismaticVLA', 'vla_pixels', 'lora_targets', 'with_lora', 'qwen3vl_pixels', 'ProgressVLM',
+           'PrismaticVLA', 'vla_pixels', 'lora_targets', 'with_lora', 'qwen3vl_pixels', 'ProgressVLM', 'score_clips',
            'progress_predict', 'build', 'count_params', 'vla_plan', 'VLASampler', 'rows_batch']
 
 # %% ../../nbs/657_vla_model.ipynb #3b5c03fc
@@ -95,6 +97,8 @@ class PrismaticVLA(_torch.nn.Module):
         self.arch, self.text_vocab = arch, arch["text_vocab"]
         self.n_patches = (arch["dino"]["image_size"] // arch["dino"]["patch_size"]) ** 2
         self.prefix = 1 + arch["dino"]["num_register_tokens"]  # DINOv2's CLS and registers are not patches
+        import inspect  # transformers >= 5.20 calls the cache `cache`: read once here, not on every decoding step
+        self.cache_name = "cache" if "cache" in inspect.signature(self.llm.forward).parameters else "past_key_values"
 
     def patches(self, pixel_values):
         "(B, 6, S, S): DINOv2-normalised then SigLIP-normalised channels -> (B, N, d) projected patches."
@@ -106,7 +110,6 @@ class PrismaticVLA(_torch.nn.Module):
 def _vla_forward(self: PrismaticVLA, input_ids, attention_mask, pixel_values=None, past_key_values=None,
                  use_cache: bool = False, logits_to_keep: int = 0, position_ids=None, cache=None):
     "Positions come from the (widened) mask, so the caller's `position_ids` are not used."
-    import inspect
     past = cache if cache is not None else past_key_values  # transformers >= 5.20 calls it `cache`
     embeds = self.llm.get_input_embeddings()(input_ids)
     if pixel_values is not None:
@@ -116,9 +119,8 @@ def _vla_forward(self: PrismaticVLA, input_ids, attention_mask, pixel_values=Non
     elif past is not None and attention_mask.shape[1] < past.get_seq_length() + input_ids.shape[1]:
         attention_mask = splice_patches(attention_mask, n=self.n_patches)[0]
     positions = (attention_mask.cumsum(1) - 1).clamp(min=0)[:, -embeds.shape[1]:]
-    key = "cache" if "cache" in inspect.signature(self.llm.forward).parameters else "past_key_values"
     return self.llm(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=positions, use_cache=use_cache,
-                    logits_to_keep=logits_to_keep, **{key: past})
+                    logits_to_keep=logits_to_keep, **{self.cache_name: past})
 
 PrismaticVLA.forward = _vla_forward
 
@@ -172,6 +174,8 @@ class ProgressVLM(_torch.nn.Module):
         self.backbone = Qwen3VLModel(self.config)
         self.heads = _torch.nn.Linear(self.config.text_config.hidden_size, 3)
         self.merge = self.config.vision_config.spatial_merge_size
+        import inspect  # transformers >= 5.20 asks for the token types
+        self.wants_types = "mm_token_type_ids" in inspect.signature(self.backbone.forward).parameters
 
     def forward(self, input_ids, attention_mask, pixel_values, image_grid_thw, ends, **extra):
         "-> (R, F, 3) probabilities: progress, success, preference logit squashed, one row per frame."
@@ -182,7 +186,6 @@ class ProgressVLM(_torch.nn.Module):
 # %% ../../nbs/657_vla_model.ipynb #c82801d1
 def _vlm_inputs(self: ProgressVLM, frames, text_ids):
     "(R, F, H, W, 3) frames and (T,) instruction ids -> the backbone's inputs and each frame's readout column."
-    import inspect
     c, (rollouts, n_frames) = self.config, np.shape(frames)[:2]
     pixel_values, grid = qwen3vl_pixels(np.asarray(frames).reshape(-1, *np.shape(frames)[2:]),
                                         c.vision_config.patch_size, self.merge, c.vision_config.temporal_patch_size)
@@ -192,23 +195,27 @@ def _vlm_inputs(self: ProgressVLM, frames, text_ids):
     ids = row[None].repeat(rollouts, 1)
     ends = _torch.nonzero(row == c.vision_end_token_id)[:, 0]
     batch = dict(input_ids=ids, attention_mask=_torch.ones_like(ids), pixel_values=pixel_values, image_grid_thw=grid)
-    if "mm_token_type_ids" in inspect.signature(self.backbone.forward).parameters:  # transformers >= 5.20 asks for it
+    if self.wants_types:
         batch["mm_token_type_ids"] = (ids == c.image_token_id).int()  # 1: an image token, 0: text
     return batch, ends
 
 ProgressVLM.inputs = _vlm_inputs
 
 # %% ../../nbs/657_vla_model.ipynb #77e5f29e
+def score_clips(model: ProgressVLM, clips, text: str, device="cpu", dtype=None) -> np.ndarray:
+    "(R, F, H, W, 3) upright clips sharing one instruction -> (R, F, 3) progress, success, preference, no gradient."
+    import torch
+    batch, ends = model.inputs(clips, [3 + b for b in text.encode()][:64])  # bytes: no hub tokenizer
+    batch = {k: v.to(device) for k, v in batch.items()}
+    batch["pixel_values"] = batch["pixel_values"].to(dtype or batch["pixel_values"].dtype)
+    with torch.no_grad():
+        return model(**batch, ends=ends.to(device)).float().cpu().numpy()
+
 def progress_predict(model, device="cpu", dtype=None):
     "predict(frames (F, H, W, 3) as LIBERO renders them, text) -> per-frame progress and success, for ProgressAdapter."
-    import torch
     def predict(frames, text: str) -> dict:
         upright = np.ascontiguousarray(np.asarray(frames)[:, ::-1])  # flipped vertically, as Robometer was trained
-        batch, ends = model.inputs(upright[None], [3 + b for b in text.encode()][:64])  # bytes: no hub tokenizer
-        batch = {k: v.to(device) for k, v in batch.items()}
-        batch["pixel_values"] = batch["pixel_values"].to(dtype or batch["pixel_values"].dtype)
-        with torch.no_grad():
-            out = model(**batch, ends=ends.to(device))[0].float().cpu().numpy()
+        out = score_clips(model, upright[None], text, device, dtype)[0]
         return {"progress": out[:, 0], "success_probs": out[:, 1]}
     return predict
 
@@ -248,6 +255,13 @@ def _policy_stacks(arch: dict, prompt_tokens: int) -> list[tuple[int, int, int, 
             (s["num_hidden_layers"], n, s["hidden_size"], s["intermediate_size"]),
             (q["num_hidden_layers"], 1 + n + prompt_tokens + 7, q["hidden_size"], q["intermediate_size"])]
 
+@functools.cache
+def _sizes(policy: str, world_model: str, lora_rank: int | None) -> tuple[int, int, int]:
+    "Parameters of the policy, the world model and the adapters, counted once on the meta device (a plan is called often)."
+    pol = build(policy, "meta")
+    P, W = count_params(pol)["total"], count_params(build(world_model, "meta"))["total"]
+    return P, W, count_params(with_lora(pol, lora_rank))["lora"] if lora_rank else 0
+
 def _transient(stacks, rows: int) -> float:
     "Bytes live at once in a no-grad forward: the widest block's input, output and MLP intermediates, for `rows` rows."
     return max(rows * t * 2 * (2 * h + 3 * i) for _, t, h, i in stacks)
@@ -258,9 +272,9 @@ def vla_plan(policy: str = "minivla-1b", world_model: str = "robometer-4b", lora
              frames: int = 8, frame_px: int = 256, text_tokens: int = 24, card_gib: float = 139.8,
              calibrated: bool = True) -> dict:
     "GiB of one GPU holding the policy, its trainable state and the frozen progress model: each term, the peak, fits."
-    pol, arch, w = build(policy, "meta"), ARCHS[policy], ARCHS[world_model]
-    P, W = count_params(pol)["total"], count_params(build(world_model, "meta"))["total"]
-    trainable = 16 * (count_params(with_lora(pol, lora_rank))["lora"] if lora_rank else P)  # fp32 copy, grads, moments
+    arch, w = ARCHS[policy], ARCHS[world_model]
+    P, W, lora = _sizes(policy, world_model, lora_rank)
+    trainable = 16 * (lora if lora_rank else P)  # fp32 copy, gradients and two moments
     stacks = _policy_stacks(arch, prompt_tokens)
     patches = (frame_px // w["vision_config"]["patch_size"]) ** 2
     v, t = w["vision_config"], w["text_config"]
