@@ -261,7 +261,8 @@ def summarise(path: Path) -> int:
 
 def print_plan(args: argparse.Namespace) -> int:
     "The plan's terms and peak at each micro-batch size, with LoRA at --lora-rank and with full fine-tuning."
-    from wmrl.embodied.vla_model import vla_plan
+    from wmrl.embodied.vla_model import build, lora_targets, vla_plan
+    print(f"{args.policy}: LoRA adapts {len(lora_targets(build(args.policy, 'meta')))} linear layers (all but the head)")
     for rank in (args.lora_rank, None):
         for m in args.micro_batches:
             p = vla_plan(args.policy, args.world_model, rank, m, args.sample_rows, args.prompt_tokens, args.wm_rollouts,
