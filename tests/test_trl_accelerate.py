@@ -91,6 +91,14 @@ def _json_documents(text: str) -> list[dict]:
     return documents
 
 
+def _every_ranks_story(logs: Path, stderr: str) -> str:
+    """Each rank's own stderr (torchrun's `--tee` files), then the launcher's tail: the rank that crashed first is the
+    cause, and its traceback is easily more than a plain tail of the launcher's stderr away from the end."""
+    parts = [f"--- {path.relative_to(logs)} ---\n{path.read_text(errors='replace')[-3000:]}"
+             for path in sorted(logs.rglob("*.log")) if path.stat().st_size]
+    return "\n".join([*parts, "--- the launcher's tail ---", stderr[-3000:]])
+
+
 def test_accelerate_launch_cpu_2proc_trains_tiny_cpu(tmp_path):
     pytest.importorskip("trl")
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or shutil.which("accelerate")
@@ -98,13 +106,14 @@ def test_accelerate_launch_cpu_2proc_trains_tiny_cpu(tmp_path):
     if not accelerate or not wmrl:
         pytest.skip("the accelerate and wmrl console scripts are not installed next to this Python")
     out = tmp_path / "run"
-    command = [accelerate, "launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"), wmrl, "train", "tiny-cpu",
-               f"output_dir={out}"]
+    logs = tmp_path / "logs"  # every rank's stdout and stderr in a file of its own (`--tee 3`)
+    command = [accelerate, "launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"), "--tee", "3", "--log_dir",
+               str(logs), wmrl, "train", "tiny-cpu", f"output_dir={out}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
-    assert done.returncode == 0, done.stderr[-4000:]
-    summaries = _json_documents(done.stdout)
-    assert len(summaries) == 2, done.stdout[-2000:]  # one per rank
+    assert done.returncode == 0, _every_ranks_story(logs, done.stderr)
+    summaries = [doc for path in sorted(logs.rglob("stdout.log")) for doc in _json_documents(path.read_text())]
+    assert len(summaries) == 2, done.stdout[-2000:]  # one per rank, each in its own file
     for summary in summaries:
         assert summary["steps"] == 3 and summary["all_losses_finite"] and summary["run_dir"] == str(out)
     for key in ("anchor_weight", "n_pairs", "final_loss"):
