@@ -28,7 +28,7 @@ from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, submission_cap
 
 # %% auto #0
 __all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'TEST_DATA_PACKAGES', 'drive', 'SandboxBackend', 'SubprocessBackend',
-           'find_bwrap', 'bwrap_works', 'dataset_masks', 'test_folders', 'BwrapBackend']
+           'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works', 'dataset_masks', 'test_folders', 'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
 class _Tail:
@@ -134,12 +134,13 @@ def _most(*values: float) -> float:
     finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     return max(finite) if finite else math.nan
 
-def _merge_usage(raw: RawRun, text: bytes | None) -> None:
+def _merge_usage(raw: RawRun, text: bytes | None) -> dict:
     "Raise the kernel's account (the floor) to a usage report's CPU and peak memory; a malformed report adds nothing."
     try: usage = json.loads(text) if text else {}
     except ValueError: usage = {}
     usage = usage if isinstance(usage, dict) else {}
     raw.cpu_s, raw.peak_mb = _most(raw.cpu_s, usage.get("cpu_s")), _most(raw.peak_mb, usage.get("peak_mb"))
+    return usage
 
 def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
     """CPU and peak memory when no cgroup measured them and no pid 1 of ours reaped the tree (Docker's fallback). The
@@ -148,16 +149,16 @@ def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
     blocking, within 4 KB, and can only raise the kernel's account (`wait4`, set by `drive`), never lower it."""
     _merge_usage(raw, _read_small_file(workdir.tmp, ".wmrl-usage.json"))
 
-def _apply_reaper_report(raw: RawRun, read_fd: int) -> None:
-    "The usage the sandbox's pid 1 wrote to the host's pipe (never blocking; nothing there when the run was killed)."
+def _apply_reaper_report(raw: RawRun, read_fd: int) -> dict:
+    "The report the sandbox's pid 1 wrote to the host's pipe (never blocking; nothing there when the run was killed)."
     os.set_blocking(read_fd, False)
     try: text = os.read(read_fd, 4096)
     except BlockingIOError: text = b""
-    _merge_usage(raw, text)
+    return _merge_usage(raw, text)
 
 class _ProcessBackend:
     "Shared run loop of the process-based backends; subclasses build the command line."
-    name, label, uses_cgroup, signal_exit_codes, reaps = "process", "", True, False, False
+    name, label, uses_cgroup, signal_exit_codes, reaps, hands_over = "process", "", True, False, False, False
 
     def command(self, job: Path, workdir: Workdir, public: Path, limits: SandboxLimits,
                 report_usage: bool) -> tuple[list[str], dict, str]:
@@ -175,6 +176,10 @@ class _ProcessBackend:
             use_group = self.uses_cgroup and CgroupV1.available()
             usage = os.pipe() if self.reaps and not use_group else None  # pid 1 reports the tree's usage through it
             extra = {"usage_fd": usage[1]} if usage else {}
+            cap, handed = submission_cap(public, limits), None
+            if usage and self.hands_over and not workdir.mounted:  # the disk is a sized tmpfs inside the sandbox
+                handed = os.open(workdir.handed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                extra["hand_over"] = (handed, cap)
             cmd, env, cwd = self.command(job, workdir, public, limits, report_usage=not use_group, **extra)
             if use_group:
                 group = CgroupV1(limits.nproc, limits.memory_mb + limits.disk_mb)
@@ -183,9 +188,9 @@ class _ProcessBackend:
             started = time.monotonic()
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=env, cwd=cwd, start_new_session=True, close_fds=True,
-                                    pass_fds=(usage[1],) if usage else ())
-            if usage:
-                os.close(usage[1])
+                                    pass_fds=tuple(fd for fd in (*(usage or ())[1:], handed) if fd is not None))
+            for fd in ((usage[1],) if usage else ()) + ((handed,) if handed is not None else ()):
+                os.close(fd)
             def kill_tree():
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -202,11 +207,13 @@ class _ProcessBackend:
                 raw.oom_killed, raw.cpu_s, raw.peak_mb = group.oom_killed(), group.cpu_s(), group.peak_mb()
             elif usage:
                 raw.notes.append("no cgroup: process count and tree memory not capped; cost from the sandbox's pid 1")
-                _apply_reaper_report(raw, usage[0])
+                report = _apply_reaper_report(raw, usage[0])
+                if handed is not None:
+                    return workdir.receive(raw, report, output_dir, cap)
             else:
                 raw.notes.append("no cgroup: process count and tree memory not capped")
                 _apply_usage_report(raw, workdir)
-            return workdir.collect(raw, limits, output_dir, submission_cap(public, limits))
+            return workdir.collect(raw, limits, output_dir, cap)
         finally:
             if usage:
                 os.close(usage[0])
@@ -248,6 +255,12 @@ def find_bwrap() -> str | None:
         return str(bwrap_path())
     except Exception:
         return None
+
+@functools.cache
+def bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    "True when this bwrap can size a tmpfs (`--size`, bubblewrap 0.7 and later)."
+    try: return "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired): return False
 
 def bwrap_works(bwrap: str | None = None) -> bool:
     "True when bwrap can create the user+pid+net namespaces here (containers often forbid it)."
@@ -335,10 +348,13 @@ class BwrapBackend(_ProcessBackend):
         self.binds = sorted(p for p in prefixes if not str(p).startswith("/usr"))  # /usr is bound anyway
         self.hidden = _editable_hooks()
         self.masked_folders, self.masked_files = dataset_masks()
+        self.hands_over = self.sizes = bwrap_sizes_tmpfs(self.bwrap)  # non-root: the job's disk inside the sandbox
 
-    def command(self, job, workdir, public, limits, report_usage=True, binds=(), usage_fd=None):
+    def command(self, job, workdir, public, limits, report_usage=True, binds=(), usage_fd=None, hand_over=None):
         """`binds`: extra (host, inside) writable binds (a warm server's cgroup folders). `usage_fd`: a pipe for the
-        usage report of the launcher as pid 1 (no cgroup), instead of a file in the job's /tmp."""
+        usage report of the launcher as pid 1 (no cgroup), instead of a file in the job's /tmp. `hand_over`: (the
+        host file's fd, byte cap): /tmp is a tmpfs of disk_mb inside the sandbox, /workdir a link to /tmp/workdir,
+        and pid 1 hands the submission over (a non-root host cannot mount the sized workdir itself)."""
         _refuse_exposed_task(public, [*self.binds, Path("/usr").resolve()])
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
                 *(["--as-pid-1"] if usage_fd is not None else []),
@@ -353,8 +369,12 @@ class BwrapBackend(_ProcessBackend):
         for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf"):
             if Path(etc).exists():
                 args += ["--ro-bind", etc, etc]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        if self.sizes:  # /dev is a tmpfs the job could fill without bound: read-only, with a small sized /dev/shm
+            args += ["--size", str(limits.shm_mb << 20), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         # /tmp first: the interpreter and venv binds come after it, so a venv that lives under /tmp stays visible
-        args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(workdir.tmp), "/tmp"]
+        args += (["--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--dir", "/tmp/workdir"] if hand_over
+                 else ["--bind", str(workdir.tmp), "/tmp"])
         for bound in self.binds:
             args += ["--ro-bind", str(bound), str(bound)]
         for hook in self.hidden:  # an empty file in place of each editable-install hook (see _editable_hooks)
@@ -363,15 +383,16 @@ class BwrapBackend(_ProcessBackend):
             args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
         for path in self.masked_files:
             args += ["--ro-bind", "/dev/null", str(path)]
-        args += ["--ro-bind", str(public), "/data",
-                 "--bind", str(workdir.work), "/workdir", "--ro-bind", str(job), "/sandbox"]
+        args += ["--ro-bind", str(public), "/data", *(["--symlink", "/tmp/workdir", "/workdir"] if hand_over else
+                 ["--bind", str(workdir.work), "/workdir"]), "--ro-bind", str(job), "/sandbox"]
         for host, inside in binds:
             args += ["--bind", str(host), str(inside)]
         args += ["--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
                            "TMPDIR": "/tmp", "PATH": f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin",
                            "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False, usage_fd=usage_fd,
-                                                          usage_path="/tmp/.wmrl-usage.json" if report_usage and usage_fd is None else None)})
+                                                          usage_path="/tmp/.wmrl-usage.json" if report_usage and usage_fd is None else None,
+                                                          hand_over=(hand_over[0], "/tmp/workdir", hand_over[1]) if hand_over else None)})
         for key, value in env.items():
             args += ["--setenv", key, value]
         args += [self.python, "-c", LAUNCHER_SOURCE, "/sandbox/solution.py"]

@@ -42,6 +42,11 @@ class SandboxLimits:
     @property
     def cpu_limit_s(self) -> int: return max(1, math.ceil(self.cpu_s or self.wall_s))
 
+    @property
+    def shm_mb(self) -> int:
+        "/dev/shm's own budget beside disk_mb (bwrap): an eighth of disk_mb, from 1 MB to Docker's default of 64."
+        return max(1, min(64, int(self.disk_mb) // 8))
+
     @classmethod
     def from_settings(cls, **overrides) -> SandboxLimits:
         "Limits with the wall clock and memory from `wmrl.core.settings`, then `overrides`."
@@ -128,6 +133,22 @@ def _cap(name, value):
 _cfg = dict(item.split("=", 1) for item in os.environ.pop("WMRL_LAUNCH", "").split(";") if item)
 for _name, _value in _cfg.items():
     if _name.startswith("RLIMIT_"): _cap(_name, int(_value))
+def _hand_over(out, folder, cap):
+    "pid 1: the job's submission.csv into the host's file `out`, never following a link or blocking; what it was."
+    import errno, stat
+    try: _dir = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as err: return {"submission": "replaced", "error": err.strerror}
+    try: _in = os.open("submission.csv", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=_dir)
+    except FileNotFoundError: return {"submission": "none"}
+    except OSError as err: return {"submission": "symlink" if err.errno == errno.ELOOP else "error", "error": err.strerror}
+    finally: os.close(_dir)
+    with open(_in, "rb") as src, open(out, "wb", closefd=False) as dst:
+        info = os.fstat(_in)
+        if not stat.S_ISREG(info.st_mode): return {"submission": "special", "mode": stat.S_IFMT(info.st_mode)}
+        if info.st_size > cap: return {"submission": "too_large", "size": info.st_size}
+        left = cap
+        while left > 0 and (chunk := src.read(min(left, 1 << 20))): dst.write(chunk); left -= len(chunk)
+    return {"submission": "file", "size": info.st_size}
 if _cfg.get("usage_fd"):  # pid 1 of a sandbox without cgroups: reap the whole tree, report it where the job cannot write
     _fd, (_go_r, _go_w) = int(_cfg["usage_fd"]), os.pipe()
     _child = os.fork()
@@ -145,9 +166,13 @@ if _cfg.get("usage_fd"):  # pid 1 of a sandbox without cgroups: reap the whole t
                     try: os.kill(-1, signal.SIGKILL)
                     except OSError: pass
         _ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        os.write(_fd, json.dumps({"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024}).encode())
+        _report = {"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024}
+        if _cfg.get("submission_fd") and os.getpid() == 1:  # every other process is dead: nothing can race the copy
+            _report.update(_hand_over(int(_cfg["submission_fd"]), _cfg["submission_dir"], int(_cfg["submission_cap"])))
+        os.write(_fd, json.dumps(_report).encode())
         os._exit(os.WEXITSTATUS(_status) if os.WIFEXITED(_status) else 128 + os.WTERMSIG(_status))
     os.close(_go_w); os.read(_go_r, 1); os.close(_go_r); os.close(_fd)
+    if _cfg.get("submission_fd"): os.close(int(_cfg["submission_fd"]))  # the host's file: pid 1's alone
 if _cfg.get("usage_path"):  # backends without a cgroup to measure the run read its usage from here
     import atexit
     def _report(path=_cfg["usage_path"], resource=resource):
@@ -179,9 +204,10 @@ except MemoryError:
 '''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT))
 
 def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str | None = None,
-                    usage_fd: int | None = None) -> str:
+                    usage_fd: int | None = None, hand_over: tuple[int, str, int] | None = None) -> str:
     """What the launcher reads from `WMRL_LAUNCH`: `KEY=value;...`, rlimits in the units `setrlimit` wants.
-    (Plain lines rather than JSON: every millisecond of the launcher is paid by every execution.)"""
+    (Plain lines rather than JSON: every millisecond of the launcher is paid by every execution.) `hand_over`:
+    (host file's fd, the job's folder, byte cap) when the job's disk lives only inside the sandbox (needs `usage_fd`)."""
     rlimits = {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20,
                "RLIMIT_FSIZE": limits.file_mb << 20, "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
     if nproc_rlimit:
@@ -192,4 +218,8 @@ def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str |
         rlimits["usage_path"] = usage_path
     if usage_fd is not None:
         rlimits["usage_fd"] = int(usage_fd)
+    if hand_over is not None:
+        if usage_fd is None or ";" in hand_over[1]:
+            raise ValueError(f"hand_over needs usage_fd and a folder without ';': {hand_over!r}")
+        rlimits.update(submission_fd=int(hand_over[0]), submission_dir=hand_over[1], submission_cap=int(hand_over[2]))
     return ";".join(f"{key}={value}" for key, value in rlimits.items())

@@ -181,6 +181,7 @@ class Workdir:
                 log.warning("tmpfs mount failed (%s); falling back to a plain directory", os.strerror(ctypes.get_errno()))
         self.work = self.root / "work"
         self.tmp = self.root / "tmp"
+        self.handed = self.root / "handed.csv"  # where a sandbox's pid 1 hands the submission over (`receive`)
         for path in (self.work, self.tmp):
             path.mkdir()
             if owner is not None:
@@ -196,6 +197,20 @@ class Workdir:
             raw.disk_overflow = True
         cap = limits.file_mb << 20 if cap is None else cap
         raw.submission_path, raw.submission_problem = fetch_submission(self.work, Path(output_dir), cap)
+        return raw
+
+    def receive(self, raw: RawRun, report: dict, output_dir, cap: int) -> RawRun:
+        """Finish a run whose disk lived only inside the sandbox: the submission its pid 1 handed over into
+        `self.handed` (`LAUNCHER_SOURCE`), with `fetch_submission`'s messages."""
+        kind, error = report.get("submission"), report.get("error", "")
+        if kind == "file" and self.handed.stat().st_size <= cap:
+            raw.submission_path = Path(shutil.move(self.handed, Path(output_dir) / "submission.csv"))
+        elif kind in ("symlink", "too_large"):
+            raw.submission_problem = submission_problem(kind, int(report.get("size", 0)), cap)
+        elif kind == "special":
+            raw.submission_problem = submission_problem(_KINDS.get(report.get("mode"), "a special file"))
+        elif kind in ("replaced", "error"):
+            raw.submission_problem = "invalid submission: " + (f"the working folder was replaced ({error})" if kind == "replaced" else error)
         return raw
 
     def cleanup(self) -> None:

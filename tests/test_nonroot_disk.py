@@ -1,0 +1,109 @@
+"""Issue 24, breach 7: the disk budget of a job when the host is not root, and the /dev a job can fill on any host.
+
+As root the bwrap backend mounts a sized tmpfs for the job's /workdir and /tmp on the host (`Workdir`); a non-root
+host cannot, so the job wrote to a plain folder: 320 MB against disk_mb = 64 here (the red team: 1.2 GB against 512).
+Now bwrap sizes a tmpfs inside the sandbox (`--size`), and the sandbox's pid 1 hands the submission over once every
+other process is dead. bwrap's /dev was a writable tmpfs of half the host's memory on every host (40 MB of 40 into
+/dev/shm, a file in /dev): it is read-only now, with a /dev/shm of `SandboxLimits.shm_mb`.
+
+The non-root cases run `nonroot_disk_probe.py` as uid 65534 with `setpriv` when these tests run as root (CI), or as the
+current user otherwise. On the code before this change: flood wrote 320 MB, dev 40 MB and a file in /dev."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from wmrl.execution.backends import BwrapBackend, bwrap_works
+from wmrl.execution.limits import SandboxLimits
+from wmrl.execution.workdir import submission_problem
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+LIMITS = SandboxLimits(wall_s=60, memory_mb=1024, disk_mb=64)  # the probe's limits
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot create its namespaces here: nothing to bound")
+
+
+def _as_nobody(command: list[str], env: dict) -> subprocess.CompletedProcess:
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    return subprocess.run(prefix + command, capture_output=True, text=True, env=env, timeout=300, cwd="/")
+
+
+def _interpreter(env: dict) -> str | None:
+    "An interpreter of this Python's version that uid 65534 can run (the venv's may live under root's home)."
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, f"/usr/bin/python{version}", "/usr/bin/python3"):
+        probe = (f"import os, sys; assert '%d.%d' % sys.version_info[:2] == '{version}'; import wmrl.execution.backends; "
+                 "open(os.path.realpath(sys.executable), 'rb')")  # the sandbox binds the real file's folders
+        if Path(python).exists() and _as_nobody([python, "-c", probe], env).returncode == 0:
+            return python
+    return None
+
+
+@pytest.fixture(scope="module")
+def nonroot_jobs() -> dict[str, dict]:
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: cannot run the backend as a non-root user")
+    paths = sysconfig.get_paths()
+    with tempfile.TemporaryDirectory() as home:
+        os.chmod(home, 0o777)
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "PYTHONPATH": os.pathsep.join([str(REPO), paths["purelib"], paths["platlib"]])}
+        python = _interpreter(env)
+        if python is None:
+            pytest.skip(f"no Python {sys.version_info[:2]} that uid 65534 can run with the kit importable")
+        done = _as_nobody([python, str(HERE / "nonroot_disk_probe.py")], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = {job["job"]: job for job in map(json.loads, done.stdout.splitlines())}
+    if not jobs["clean"]["hands_over"]:
+        pytest.skip("this bwrap cannot size a tmpfs (--size needs bubblewrap 0.7): a non-root disk is not bounded")
+    return jobs
+
+
+def _megabytes(job: dict) -> int:
+    return int(job["stdout"].split("MB ")[1].split()[0])
+
+
+def test_a_nonroot_job_writes_no_more_than_its_disk_budget(nonroot_jobs):
+    flood = nonroot_jobs["flood"]
+    assert _megabytes(flood) <= LIMITS.disk_mb and "No space left on device" in flood["stdout"], flood
+
+
+def test_a_nonroot_job_cannot_fill_dev(nonroot_jobs):
+    dev = nonroot_jobs["dev"]
+    assert _megabytes(dev) <= LIMITS.shm_mb and "dev: Read-only file system" in dev["stdout"], dev
+
+
+def test_pid_1_hands_the_submission_over(nonroot_jobs):
+    assert nonroot_jobs["clean"]["submission"] == "id,y\n1,1\n"
+    assert nonroot_jobs["relative"]["submission"] == "id,y\n2,2\n"  # written relative to the working folder
+    assert nonroot_jobs["late_child"]["submission"] == "id,y\n1,1\n"  # the child that would rewrite it is dead first
+
+
+def test_refused_submissions_read_as_on_the_root_path(nonroot_jobs):
+    assert nonroot_jobs["symlink"]["problem"] == submission_problem("symlink")
+    assert nonroot_jobs["fifo"]["problem"] == submission_problem("a FIFO (named pipe)")
+    assert nonroot_jobs["oversized"]["problem"] == submission_problem("too_large", 2 << 20, 1 << 20)
+    assert nonroot_jobs["replaced"]["problem"].startswith("invalid submission: the working folder was replaced")
+    assert all(nonroot_jobs[name]["submission"] is None for name in ("symlink", "fifo", "oversized", "replaced"))
+
+
+def test_dev_is_bounded_on_this_host_too(tmp_path):
+    "Whatever the user: /dev read-only, /dev/shm sized (as root a cgroup may also count it, but not without one)."
+    sys.path.insert(0, str(HERE))
+    from nonroot_disk_probe import JOBS
+    backend = BwrapBackend()
+    if not backend.sizes:
+        pytest.skip("this bwrap cannot size a tmpfs (--size needs bubblewrap 0.7)")
+    public = tmp_path / "public"
+    public.mkdir()
+    (public / "sample_submission.csv").write_text("id,y\n1,0\n")
+    raw = backend.run(JOBS["dev"], public, LIMITS, tmp_path)
+    job = {"stdout": raw.stdout_tail}
+    assert _megabytes(job) <= LIMITS.shm_mb and "dev: Read-only file system" in raw.stdout_tail, raw.stdout_tail
