@@ -1,4 +1,4 @@
-"""Run hostile and clean jobs on the bwrap backend as the user this process is, and print one JSON line per job.
+"""Run hostile and clean jobs on a backend (bwrap or warm: the first argument) as the user this process is, and print one JSON line per job.
 
 `test_nonroot_disk.py` starts it as uid 65534 (nobody) with `setpriv`, because a non-root host cannot mount the sized
 workdir the root path uses: its jobs must be bounded inside the sandbox instead. Solutions use the standard library
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from wmrl.execution.backends import BwrapBackend
 from wmrl.execution.limits import SandboxLimits
+from wmrl.execution.sandbox import get_backend
 
 LIMITS = SandboxLimits(wall_s=60, memory_mb=1024, disk_mb=64)
 JOBS = {
@@ -35,8 +36,8 @@ JOBS = {
 }
 
 
-def main(names: list[str]) -> None:
-    backend = BwrapBackend(python=sys.executable)
+def main(backend_name: str, names: list[str]) -> None:
+    backend = BwrapBackend(python=sys.executable) if backend_name == "bwrap" else get_backend(backend_name, python=sys.executable)
     public = Path(tempfile.mkdtemp(prefix="wmrl-probe-public-"))
     (public / "sample_submission.csv").write_text("id,y\n1,0\n")
     for name in names or list(JOBS):
@@ -48,7 +49,8 @@ def main(names: list[str]) -> None:
                           "problem": raw.submission_problem, "cpu_s": raw.cpu_s}), flush=True)
         shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(public, ignore_errors=True)
+    getattr(backend, "close", lambda: None)()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1], sys.argv[2:])

@@ -6,7 +6,8 @@ Now bwrap sizes a tmpfs inside the sandbox (`--size`), and the sandbox's pid 1 h
 other process is dead. bwrap's /dev was a writable tmpfs of half the host's memory on every host (40 MB of 40 into
 /dev/shm, a file in /dev): it is read-only now, with a /dev/shm of `SandboxLimits.shm_mb`.
 
-The non-root cases run `nonroot_disk_probe.py` as uid 65534 with `setpriv` when these tests run as root (CI), or as the
+The warm server already mounted each job's disk inside its namespaces (its /dev/shm on the job's budget); its /dev
+was writable too. The non-root cases run `nonroot_disk_probe.py` (bwrap, then warm) as uid 65534 with `setpriv` when these tests run as root (CI), or as the
 current user otherwise. On the code before this change: flood wrote 320 MB, dev 40 MB and a file in /dev."""
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def _interpreter(env: dict) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def nonroot_jobs() -> dict[str, dict]:
+@pytest.fixture(scope="module", params=["bwrap", "warm"])
+def nonroot_jobs(request) -> dict[str, dict]:
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         pytest.skip("running as root without setpriv: cannot run the backend as a non-root user")
     paths = sysconfig.get_paths()
@@ -58,10 +59,10 @@ def nonroot_jobs() -> dict[str, dict]:
         python = _interpreter(env)
         if python is None:
             pytest.skip(f"no Python {sys.version_info[:2]} that uid 65534 can run with the kit importable")
-        done = _as_nobody([python, str(HERE / "nonroot_disk_probe.py")], env)
+        done = _as_nobody([python, str(HERE / "nonroot_disk_probe.py"), request.param], env)
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = {job["job"]: job for job in map(json.loads, done.stdout.splitlines())}
-    if not jobs["clean"]["hands_over"]:
+    if request.param == "bwrap" and not jobs["clean"]["hands_over"]:
         pytest.skip("this bwrap cannot size a tmpfs (--size needs bubblewrap 0.7): a non-root disk is not bounded")
     return jobs
 
@@ -77,7 +78,8 @@ def test_a_nonroot_job_writes_no_more_than_its_disk_budget(nonroot_jobs):
 
 def test_a_nonroot_job_cannot_fill_dev(nonroot_jobs):
     dev = nonroot_jobs["dev"]
-    assert _megabytes(dev) <= LIMITS.shm_mb and "dev: Read-only file system" in dev["stdout"], dev
+    shm = LIMITS.shm_mb if dev["hands_over"] else LIMITS.disk_mb  # a warm job's /dev/shm is on its disk budget
+    assert _megabytes(dev) <= shm and "dev: Read-only file system" in dev["stdout"], dev
 
 
 def test_pid_1_hands_the_submission_over(nonroot_jobs):
@@ -90,7 +92,11 @@ def test_refused_submissions_read_as_on_the_root_path(nonroot_jobs):
     assert nonroot_jobs["symlink"]["problem"] == submission_problem("symlink")
     assert nonroot_jobs["fifo"]["problem"] == submission_problem("a FIFO (named pipe)")
     assert nonroot_jobs["oversized"]["problem"] == submission_problem("too_large", 2 << 20, 1 << 20)
-    assert nonroot_jobs["replaced"]["problem"].startswith("invalid submission: the working folder was replaced")
+    replaced = nonroot_jobs["replaced"]
+    if replaced["hands_over"]:  # bwrap: /tmp/workdir is a folder of the job's tmpfs, which it can swap for a link
+        assert replaced["problem"].startswith("invalid submission: the working folder was replaced"), replaced
+    else:  # warm: /workdir is a mount point, as on the root path: the job cannot remove it
+        assert replaced["exit_code"] != 0 and "Read-only file system" in replaced["stderr"], replaced
     assert all(nonroot_jobs[name]["submission"] is None for name in ("symlink", "fifo", "oversized", "replaced"))
 
 
