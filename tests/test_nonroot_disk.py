@@ -113,3 +113,20 @@ def test_dev_is_bounded_on_this_host_too(tmp_path):
     raw = backend.run(JOBS["dev"], public, LIMITS, tmp_path)
     job = {"stdout": raw.stdout_tail}
     assert _megabytes(job) <= LIMITS.shm_mb and "dev: Read-only file system" in raw.stdout_tail, raw.stdout_tail
+
+
+def test_a_warm_job_leaves_nothing_in_dev_for_the_next(tmp_path):
+    "The warm server's /dev was one writable tmpfs for all its jobs: job 1's file there was read by job 2 (before)."
+    from wmrl.execution.sandbox import get_backend
+    public = tmp_path / "public"
+    public.mkdir()
+    (public / "sample_submission.csv").write_text("id,y\n1,0\n")
+    backend = get_backend("warm")
+    try:
+        writer = backend.run("open('/dev/secret', 'w').write('from job 1')", public, LIMITS, tmp_path)
+        reader = backend.run("import os\nprint(open('/dev/secret').read() if os.path.exists('/dev/secret') else 'nothing')",
+                             public, LIMITS, tmp_path)
+    finally:
+        backend.close()
+    assert writer.exit_code != 0 and "Read-only file system" in writer.stderr_tail, writer.stderr_tail
+    assert reader.stdout_tail.strip() == "nothing", reader.stdout_tail
