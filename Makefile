@@ -161,8 +161,9 @@ test: setup
 ## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index)
 DOCS_OUT ?= docs/_build
 DOCS_WORKERS ?= 2
+DOCS_ARGS ?=
 docs: setup
-	$(PY) docs/build.py --out $(DOCS_OUT) --workers $(DOCS_WORKERS)
+	$(PY) docs/build.py --out $(DOCS_OUT) --workers $(DOCS_WORKERS) $(DOCS_ARGS)
 
 ## lab: JupyterLab on the notebooks
 lab: setup

@@ -202,15 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--execute", choices=["teaching", "all", "none"], default="teaching",
                         help="which chapters run before rendering (default: the teaching chapters)")
     parser.add_argument("--only", nargs="*", default=None, help="render only these chapters (names without .ipynb)")
+    parser.add_argument("--run", nargs="*", default=None,
+                        help="execute exactly these chapters, the rest shown as written (overrides --execute)")
     parser.add_argument("--workers", type=int, default=2, help="notebooks rendered at once (default 2)")
     args = parser.parse_args(argv)
     names = sorted(p.stem for p in NBS.glob("[0-9]*.ipynb"))
-    unknown = sorted(set(args.only or []) - set(names))
+    unknown = sorted(set(args.only or []).union(args.run or []) - set(names))
     if unknown:
         print(f"docs/build.py: no chapter {unknown[0]!r} in nbs/; chapters are named like {names[0]!r}", file=sys.stderr)
         return 2
     chosen = args.only or names
-    run = {n: args.execute == "all" or (args.execute == "teaching" and n in TEACHING) for n in chosen}
+    run = {n: n in args.run if args.run is not None else args.execute == "all" or (args.execute == "teaching" and n in TEACHING)
+           for n in chosen}
     args.out.mkdir(parents=True, exist_ok=True)
     from tqdm.auto import tqdm
     failed = []
