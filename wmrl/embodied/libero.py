@@ -315,15 +315,26 @@ class ProgressAdapter:
 # %% ../../nbs/650_libero.ipynb #ccb03125
 def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range(16, 50),
                     rollouts_per_init: int = ROLLOUTS_PER_INIT, suite: str = "libero_10") -> dict:
-    "Table 3's columns for `policy(obs, instruction)` over tasks x init states x rollouts (make_env(task) -> env)."
+    """Table 3's columns over tasks x init states x rollouts. The G rollouts of an init state step in lockstep on G
+    environments of the task (make_env(task) -> env; `ProcessEnvs` steps them in parallel processes), so a batched
+    policy, `policy.act_batch(observations, instruction) -> (n, 7)`, reads the live ones at once; a plain
+    `policy(obs, instruction)` is called per observation."""
     from wmrl.embodied.loop import table3_row
-    success, split, init_of = [], [], []
+    from wmrl.embodied.vector_env import run_lockstep  # it lives beside the environments it steps (and imports this module)
+    batched, success, split, init_of = getattr(policy, "act_batch", None), [], [], []
     for task in tasks:
-        env, states = make_env(task), init_states(task)
+        envs, states = [make_env(task) for _ in range(rollouts_per_init)], init_states(task)
+        def act(observations, active, text=task.language):
+            actions, live = np.zeros((len(observations), 7)), np.flatnonzero(active)
+            if len(live):
+                seen = [observations[b] for b in live]
+                actions[live] = batched(seen, text) if batched else [policy(obs, text) for obs in seen]
+            return actions
         for i in [*id_inits, *ood_inits]:
-            for _ in range(rollouts_per_init):
-                episode = run_episode(env, states[i], lambda obs, t=task: policy(obs, t.language), suite=suite)
-                success.append(float(episode.success)); split.append(0 if i in id_inits else 1)
-                init_of.append(task.index * 100 + i)
+            ok = run_lockstep(envs, [states[i]] * rollouts_per_init, act, MAX_STEPS[suite])[0]
+            success += ok.astype(float).tolist(); split += [0 if i in id_inits else 1] * len(ok)
+            init_of += [task.index * 100 + i] * len(ok)
+        for env in envs:
+            getattr(env, "close", lambda: None)()
     # table3_row groups by (task, init): here the "task" is the ID/OOD split and the init key is (task, state)
     return table3_row(np.array(success), np.array(split), np.array(init_of), [0], [1])
