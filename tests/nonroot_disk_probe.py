@@ -23,6 +23,10 @@ JOBS = {
     "dev": "n = 0\ntry:\n    for i in range(40):\n        open(f'/dev/shm/f{i}', 'wb').write(b'x' * (1 << 20)); n += 1\n"
            "except OSError as err: print('stopped:', err.strerror)\nprint('MB', n)\n"
            "try: open('/dev/x', 'w').write('x'); print('dev: writable')\nexcept OSError as err: print('dev:', err.strerror)\n",
+    # 400 sleeping children against nproc = 128: no cgroup counts them on a non-root host
+    "fork_bomb": "import os, time\nkids = 0\ntry:\n    for i in range(400):\n        if os.fork() == 0:\n"
+                 "            time.sleep(5); os._exit(0)\n        kids += 1\nexcept OSError as err: print('stopped:', err.strerror)\n"
+                 "print('kids', kids)\n",
     "clean": "import os\nopen(os.environ['SUBMISSION_PATH'], 'w').write('id,y\\n1,1\\n')\n",
     "relative": "open('submission.csv', 'w').write('id,y\\n2,2\\n')\n",
     "symlink": "import os\nos.symlink('/etc/passwd', os.environ['SUBMISSION_PATH'])\n",

@@ -3,7 +3,9 @@
 As root the bwrap backend mounts a sized tmpfs for the job's /workdir and /tmp on the host (`Workdir`); a non-root
 host cannot, so the job wrote to a plain folder: 320 MB against disk_mb = 64 here (the red team: 1.2 GB against 512).
 Now bwrap sizes a tmpfs inside the sandbox (`--size`), and the sandbox's pid 1 hands the submission over once every
-other process is dead. bwrap's /dev was a writable tmpfs of half the host's memory on every host (40 MB of 40 into
+other process is dead. Without cgroups a job had no process cap (400 of 400 children against nproc = 128): the
+launcher (cold) and the warm server (per job) set RLIMIT_NPROC, which Linux 5.14 and later counts per user namespace,
+so it caps the job's own tree. bwrap's /dev was a writable tmpfs of half the host's memory on every host (40 MB of 40 into
 /dev/shm, a file in /dev): it is read-only now, with a /dev/shm of `SandboxLimits.shm_mb`.
 
 The warm server already mounted each job's disk inside its namespaces (its /dev/shm on the job's budget); its /dev
@@ -80,6 +82,13 @@ def test_a_nonroot_job_cannot_fill_dev(nonroot_jobs):
     dev = nonroot_jobs["dev"]
     shm = LIMITS.shm_mb if dev["hands_over"] else LIMITS.disk_mb  # a warm job's /dev/shm is on its disk budget
     assert _megabytes(dev) <= shm and "dev: Read-only file system" in dev["stdout"], dev
+
+
+def test_a_nonroot_job_without_cgroups_has_a_process_cap(nonroot_jobs):
+    "400 children against nproc = 128: RLIMIT_NPROC, counted in the job's own user namespace (before: all 400)."
+    bomb = nonroot_jobs["fork_bomb"]
+    kids = int(bomb["stdout"].split("kids ")[1].split()[0])
+    assert kids < LIMITS.nproc and "Resource temporarily unavailable" in bomb["stdout"], bomb
 
 
 def test_pid_1_hands_the_submission_over(nonroot_jobs):

@@ -320,7 +320,7 @@ def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range
     policy, `policy.act_batch(observations, instruction) -> (n, 7)`, reads the live ones at once; a plain
     `policy(obs, instruction)` is called per observation."""
     from wmrl.embodied.loop import table3_row
-    from wmrl.embodied.vector_env import run_lockstep  # it lives beside the environments it steps (and imports this module)
+    from wmrl.embodied.vector_env import run_lockstep  # imported here: that module imports this one
     batched, success, split, init_of = getattr(policy, "act_batch", None), [], [], []
     for task in tasks:
         envs, states = [make_env(task) for _ in range(rollouts_per_init)], init_states(task)

@@ -354,7 +354,8 @@ class BwrapBackend(_ProcessBackend):
         """`binds`: extra (host, inside) writable binds (a warm server's cgroup folders). `usage_fd`: a pipe for the
         usage report of the launcher as pid 1 (no cgroup), instead of a file in the job's /tmp. `hand_over`: (the
         host file's fd, byte cap): /tmp is a tmpfs of disk_mb inside the sandbox, /workdir a link to /tmp/workdir,
-        and pid 1 hands the submission over (a non-root host cannot mount the sized workdir itself)."""
+        and pid 1 hands the submission over (a non-root host cannot mount the sized workdir itself). Without a cgroup a
+        non-root host caps the job's processes with RLIMIT_NPROC, counted per user namespace (Linux 5.14 and later)."""
         _refuse_exposed_task(public, [*self.binds, Path("/usr").resolve()])
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
                 *(["--as-pid-1"] if usage_fd is not None else []),
@@ -390,7 +391,7 @@ class BwrapBackend(_ProcessBackend):
         args += ["--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
                            "TMPDIR": "/tmp", "PATH": f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin",
-                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False, usage_fd=usage_fd,
+                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=usage_fd is not None and not IS_ROOT, usage_fd=usage_fd,
                                                           usage_path="/tmp/.wmrl-usage.json" if report_usage and usage_fd is None else None,
                                                           hand_over=(hand_over[0], "/tmp/workdir", hand_over[1]) if hand_over else None)})
         for key, value in env.items():

@@ -163,12 +163,19 @@ def _rlimits(limits: SandboxLimits) -> dict:
     return {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20,
             "RLIMIT_FSIZE": limits.file_mb << 20, "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
 
+def _nproc_rlimit(server: ForkServer, limits: SandboxLimits) -> dict:
+    """Without cgroups an isolated job still has a process cap: RLIMIT_NPROC counts the processes of its uid in its own
+    user namespace (Linux 5.14 and later), its init included. (A job mapped to the host's root is exempt; a root host
+    has the cgroups.)"""
+    return {"RLIMIT_NPROC": limits.nproc + 1} if server.isolate and server.group is None else {}
+
 def _request(server: ForkServer, job_id: str, code: str, limits: SandboxLimits) -> dict:
     "One job for the server: the code itself travels in the request, so the host writes nothing the job can reach."
     cwd = "/workdir" if server.isolate else f"{server.inside}/{job_id}-work"
     env = {} if server.isolate else {"SUBMISSION_PATH": f"{cwd}/submission.csv", "TMPDIR": cwd, "HOME": cwd}
     return {"id": job_id, "code": code, "cwd": cwd, "env": env, "isolate": server.isolate,
-            "rlimits": _rlimits(limits), "wall_s": limits.wall_s, "cpu_budget": limits.cpu_limit_s, "nproc": limits.nproc,
+            "rlimits": {**_rlimits(limits), **_nproc_rlimit(server, limits)}, "wall_s": limits.wall_s,
+            "cpu_budget": limits.cpu_limit_s, "nproc": limits.nproc,
             "max_output": limits.max_output_mb << 20,
             "tail": limits.output_kb << 10, "cap": submission_cap(server.public, limits),
             "disk_kb": limits.disk_mb << 10, "inodes": 100000}
