@@ -108,16 +108,17 @@ def _net(n_tasks: int, size: int = FRAME_SIZE, hidden: int = 64):
 # %% ../../nbs/632_pixels.ipynb #2e54726e
 class PixelProgressModel:
     "Frozen per-frame progress from pixels: numpy weights, the tasks it knows, a fingerprint; a renderer of its own."
-    def __init__(self, weights: dict, known_tasks, frames: int = 8, smooth_k: int = 3, mode: str = "potential"):
+    def __init__(self, weights: dict, known_tasks, frames: int = 8, smooth_k: int = 3, mode: str = "potential",
+                 size: int = FRAME_SIZE):
         self.weights = {k: np.asarray(v, np.float32) for k, v in weights.items()}
         self.known_tasks, self.frames, self.smooth_k, self.mode = tuple(known_tasks), frames, smooth_k, mode
-        self._net, self.renderer = None, FrameRenderer()
+        self._net, self.size, self.renderer = None, int(size), FrameRenderer(int(size))
 
     def progress(self, images, task_names) -> np.ndarray:
         "(N, H, W, 3) uint8 frames and N task names -> (N,) progress in [0, 1]."
         import torch
         if self._net is None:
-            self._net = _net(len(self.known_tasks)).eval()
+            self._net = _net(len(self.known_tasks), self.size).eval()
             self._net.load_state_dict({k: torch.from_numpy(v) for k, v in self.weights.items()})
         x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0
         codes = torch.from_numpy(task_codes(task_names, self.known_tasks))
@@ -176,13 +177,14 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
     if set(names) - set(known_tasks):
         raise ValueError(f"training rollouts include tasks the model must not see: {sorted(set(names) - set(known_tasks))}")
     ticks = frame_ticks(batch.length, train_frames)
-    images = torch.from_numpy(render_rollouts(FrameRenderer(), batch, task_list, train_frames)).permute(0, 1, 4, 2, 3)
+    size = kwargs.get("size", FRAME_SIZE)  # pixels a side: the goal marker is about one pixel at 64
+    images = torch.from_numpy(render_rollouts(FrameRenderer(size), batch, task_list, train_frames)).permute(0, 1, 4, 2, 3)
     render_cpu_s = time.process_time() - start
     y = torch.from_numpy(graded_targets(batch, ticks).astype(np.float32))
     codes = torch.from_numpy(task_codes(names, known_tasks))
     groups = batch.task * 1000 + batch.init
     torch.manual_seed(seed); gen = torch.Generator().manual_seed(seed)
-    net, cells = _net(len(known_tasks)), np.unique(groups)
+    net, cells = _net(len(known_tasks), size), np.unique(groups)
     optimiser, losses = torch.optim.Adam(net.parameters(), lr=lr), []
     k = kwargs.get("smooth_k", 3)
     for _ in range(epochs):
@@ -203,14 +205,15 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
 def save_pixel_model(model: PixelProgressModel, path) -> Path:
     "Write the weights and their fingerprint atomically (an .npz: numbers only, no pickle)."
     return save_npz_atomic(path, {"known_tasks": model.known_tasks, "frames": model.frames, "smooth_k": model.smooth_k,
-                                  "mode": model.mode, "fingerprint": model.fingerprint, "kind": "pixels"},
+                                  "mode": model.mode, "fingerprint": model.fingerprint, "kind": "pixels", "size": model.size},
                            {f"w:{k}": v for k, v in model.weights.items()})
 
 def load_pixel_model(path) -> PixelProgressModel:
     with np.load(Path(path), allow_pickle=False) as data:
         header = json.loads(str(data["header"]))
         weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
-    model = PixelProgressModel(weights, header["known_tasks"], header["frames"], header["smooth_k"], header["mode"])
+    model = PixelProgressModel(weights, header["known_tasks"], header["frames"], header["smooth_k"], header["mode"],
+                               header.get("size", FRAME_SIZE))  # files written before the knob are 64 px
     if header.get("kind") != "pixels" or model.fingerprint != header["fingerprint"]:
         raise ValueError(f"{path}: not a pixel progress model, or its weights do not match their fingerprint")
     return model
