@@ -186,16 +186,15 @@ class _ProcessBackend:
                 join = " ".join(f"echo $$ > {f};" for f in group.procs_files)
                 cmd = ["/bin/sh", "-c", f'{join} exec "$@"', "sh", *cmd]
             started = time.monotonic()
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=env, cwd=cwd, start_new_session=True, close_fds=True,
-                                    pass_fds=tuple(fd for fd in (*(usage or ())[1:], handed) if fd is not None))
-            for fd in ((usage[1],) if usage else ()) + ((handed,) if handed is not None else ()):
-                os.close(fd)
+            sent = [fd for fd in (usage[1] if usage else None, handed) if fd is not None]  # pid 1's ends, its alone
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=tuple(sent))
+            finally:  # closed here even when the sandbox cannot start
+                for fd in sent: os.close(fd)
             def kill_tree():
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                try: os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError): pass
                 if group is not None:
                     group.kill_all()
             raw = drive(proc, limits, kill_tree, started)
