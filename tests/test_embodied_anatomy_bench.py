@@ -30,3 +30,19 @@ def test_paired_differences_from_saved_seed_lines(tmp_path):
     got = paired["pixels@ablation.seeds - pixels"]["ID"]["auc_mixed_groups"]
     assert abs(got["mean"] - diff.mean()) < 1e-12 and got["n"] == 3 and got["low"] < got["mean"] < got["high"]
     assert "failure_ranking" not in paired["progress - pixels"]["OOD"]  # undefined on every seed: no interval is made up
+
+
+def test_the_readmes_layout_and_resolution_figures_are_what_the_saved_lines_print():
+    "reproductions/results/embodied/README.md quotes these paired differences; the committed per-seed lines print them."
+    results = BENCH.parents[1] / "results" / "embodied"
+    files = [results / f"within_group_anatomy_t1{tag}.seeds.jsonl" for tag in ("", "_wm30", "_wm30_128px")]
+    def paired(*paths):
+        done = subprocess.run([sys.executable, str(BENCH), "--cache", "-", "--from-seeds", *map(str, paths), "--reference", "pixels"],
+                              capture_output=True, text=True, check=True)
+        return json.loads(done.stdout)["paired"]
+    layouts = paired(*files)["pixels@within_group_anatomy_t1_wm30.seeds - pixels"]["ID"]
+    resolution = paired(*files[1:])["pixels@within_group_anatomy_t1_wm30_128px.seeds - pixels"]["ID"]
+    quoted = [(layouts, "failure_ranking", (0.114, 0.008, 0.219)), (layouts, "auc", (0.082, 0.044, 0.120)),
+              (resolution, "failure_ranking", (0.013, -0.071, 0.096))]
+    for table, key, numbers in quoted:
+        assert tuple(round(table[key][k], 3) for k in ("mean", "low", "high")) == numbers, (key, table[key])
