@@ -25,7 +25,7 @@ __all__ = ['SUITES', 'MAX_STEPS', 'SETTLE_STEPS', 'DUMMY_ACTION', 'ROLLOUTS_PER_
            'LiberoAssetsMissing', 'write_libero_config', 'require_libero_assets', 'Episode', 'run_episode',
            'make_libero_env', 'vla_prompt', 'encode_actions', 'decode_action_tokens', 'resolve_unnorm_key',
            'unnormalize', 'libero_gripper', 'vla_image', 'vla_model_class', 'VLAPolicy', 'sample_frames',
-           'ProgressAdapter', 'evaluate_libero']
+           'ProgressAdapter']
 
 # %% ../../nbs/650_libero.ipynb #9d24fe49
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
@@ -311,30 +311,3 @@ class ProgressAdapter:
             progress.append(p); success.append(s)
         progress = np.stack(progress)
         return {"reward": potential_collapse(progress, self.smooth_k, self.mode), "progress": progress, "success": np.stack(success)}
-
-# %% ../../nbs/650_libero.ipynb #ccb03125
-def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range(16, 50),
-                    rollouts_per_init: int = ROLLOUTS_PER_INIT, suite: str = "libero_10") -> dict:
-    """Table 3's columns over tasks x init states x rollouts. The G rollouts of an init state step in lockstep on G
-    environments of the task (make_env(task) -> env; `ProcessEnvs` steps them in parallel processes), so a batched
-    policy, `policy.act_batch(observations, instruction) -> (n, 7)`, reads the live ones at once; a plain
-    `policy(obs, instruction)` is called per observation."""
-    from wmrl.embodied.loop import table3_row
-    from wmrl.embodied.vector_env import run_lockstep  # imported here: that module imports this one
-    batched, success, split, init_of = getattr(policy, "act_batch", None), [], [], []
-    for task in tasks:
-        envs, states = [make_env(task) for _ in range(rollouts_per_init)], init_states(task)
-        def act(observations, active, text=task.language):
-            actions, live = np.zeros((len(observations), 7)), np.flatnonzero(active)
-            if len(live):
-                seen = [observations[b] for b in live]
-                actions[live] = batched(seen, text) if batched else [policy(obs, text) for obs in seen]
-            return actions
-        for i in [*id_inits, *ood_inits]:
-            ok = run_lockstep(envs, [states[i]] * rollouts_per_init, act, MAX_STEPS[suite])[0]
-            success += ok.astype(float).tolist(); split += [0 if i in id_inits else 1] * len(ok)
-            init_of += [task.index * 100 + i] * len(ok)
-        for env in envs:
-            getattr(env, "close", lambda: None)()
-    # table3_row groups by (task, init): here the "task" is the ID/OOD split and the init key is (task, state)
-    return table3_row(np.array(success), np.array(split), np.array(init_of), [0], [1])

@@ -13,10 +13,10 @@ import traceback
 
 import numpy as np
 
-from .libero import DUMMY_ACTION, SETTLE_STEPS
+from .libero import DUMMY_ACTION, MAX_STEPS, ROLLOUTS_PER_INIT, SETTLE_STEPS, init_states
 
 # %% auto #0
-__all__ = ['ProcessEnvs', 'MetaWorldScene', 'run_lockstep']
+__all__ = ['ProcessEnvs', 'MetaWorldScene', 'run_lockstep', 'evaluate_libero']
 
 # %% ../../nbs/659_vector_env.ipynb #4e0f68b3
 def _worker(pipe, factory) -> None:
@@ -195,3 +195,29 @@ def run_lockstep(envs, init_states, act, max_steps: int, frame_key: str = "agent
         if not active.any():
             break
     return success, steps, frames
+
+# %% ../../nbs/659_vector_env.ipynb #0638d7f1
+def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range(16, 50),
+                    rollouts_per_init: int = ROLLOUTS_PER_INIT, suite: str = "libero_10") -> dict:
+    """Table 3's columns over tasks x init states x rollouts. The G rollouts of an init state step in lockstep on G
+    environments of the task (make_env(task) -> env; `ProcessEnvs` steps them in parallel processes), so a batched
+    policy, `policy.act_batch(observations, instruction) -> (n, 7)`, reads the live ones at once; a plain
+    `policy(obs, instruction)` is called per observation."""
+    from wmrl.embodied.loop import table3_row
+    batched, success, split, init_of = getattr(policy, "act_batch", None), [], [], []
+    for task in tasks:
+        envs, states = [make_env(task) for _ in range(rollouts_per_init)], init_states(task)
+        def act(observations, active, text=task.language):
+            actions, live = np.zeros((len(observations), 7)), np.flatnonzero(active)
+            if len(live):
+                seen = [observations[b] for b in live]
+                actions[live] = batched(seen, text) if batched else [policy(obs, text) for obs in seen]
+            return actions
+        for i in [*id_inits, *ood_inits]:
+            ok = run_lockstep(envs, [states[i]] * rollouts_per_init, act, MAX_STEPS[suite])[0]
+            success += ok.astype(float).tolist(); split += [0 if i in id_inits else 1] * len(ok)
+            init_of += [task.index * 100 + i] * len(ok)
+        for env in envs:
+            getattr(env, "close", lambda: None)()
+    # table3_row groups by (task, init): here the "task" is the ID/OOD split and the init key is (task, state)
+    return table3_row(np.array(success), np.array(split), np.array(init_of), [0], [1])
