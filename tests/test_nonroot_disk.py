@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from nonroot_disk_probe import JOBS
 
 from wmrl.execution.backends import BwrapBackend, bwrap_works
 from wmrl.execution.limits import SandboxLimits
@@ -111,8 +112,6 @@ def test_refused_submissions_read_as_on_the_root_path(nonroot_jobs):
 
 def test_dev_is_bounded_on_this_host_too(tmp_path):
     "Whatever the user: /dev read-only, /dev/shm sized (as root a cgroup may also count it, but not without one)."
-    sys.path.insert(0, str(HERE))
-    from nonroot_disk_probe import JOBS
     backend = BwrapBackend()
     if not backend.sizes:
         pytest.skip("this bwrap cannot size a tmpfs (--size needs bubblewrap 0.7)")

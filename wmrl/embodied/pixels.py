@@ -169,7 +169,7 @@ def _preference_loss(logits, outcome, groups, k: int, kappa: float):
 # %% ../../nbs/632_pixels.ipynb #360849b2
 def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int = 12, epochs: int = 60,
                       lr: float = 2e-3, preference: float = 1.0, kappa: float = 10.0, seed: int = 0,
-                      groups_per_batch: int = 8, **kwargs) -> tuple[PixelProgressModel, dict]:
+                      groups_per_batch: int = 8, size: int = FRAME_SIZE, **kwargs) -> tuple[PixelProgressModel, dict]:
     "Render, label and fit the CNN on a batch of the known tasks' rollouts; freeze it as numpy weights."
     import torch
     start, wall = time.process_time(), time.perf_counter()
@@ -177,7 +177,6 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
     if set(names) - set(known_tasks):
         raise ValueError(f"training rollouts include tasks the model must not see: {sorted(set(names) - set(known_tasks))}")
     ticks = frame_ticks(batch.length, train_frames)
-    size = kwargs.get("size", FRAME_SIZE)  # pixels a side: the goal marker is about one pixel at 64
     images = torch.from_numpy(render_rollouts(FrameRenderer(size), batch, task_list, train_frames)).permute(0, 1, 4, 2, 3)
     render_cpu_s = time.process_time() - start
     y = torch.from_numpy(graded_targets(batch, ticks).astype(np.float32))
@@ -197,7 +196,7 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
             optimiser.zero_grad(); loss.backward(); optimiser.step()
         losses.append(loss.item())
     weights = {name: v.detach().numpy().copy() for name, v in net.state_dict().items()}
-    model = PixelProgressModel(weights, known_tasks, **kwargs)
+    model = PixelProgressModel(weights, known_tasks, size=size, **kwargs)
     return model, {"losses": losses, "frames": int(images.shape[0] * images.shape[1]), "render_cpu_s": render_cpu_s,
                    "cpu_s": time.process_time() - start, "wall_s": time.perf_counter() - wall}
 
