@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup setup-system setup-embodied timm-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -95,6 +95,14 @@ gpu-rehearsal: gpu-wheels
 		--arch tiny-qwen3.5 --config qwen3.5-4b --max-solutions 2 --completion-tokens 16 --max-model-len 2048 \
 		--shape-tokens 512 --out /tmp/wmrl-gpu-rehearsal/report.json; \
 		cp /tmp/wmrl-gpu-rehearsal/report.json $(CURDIR)/reproductions/results/gpu_check/cpu_image_rehearsal.json
+
+## timm-check: MiniVLA's key map (nbs/654_prismatic) against timm itself, which imports torchvision, whose PyPI wheel
+## needs CUDA's torch: so in the image-shaped venv ($(IMAGE_VENV), torch's CUDA build run on the CPU, ~6 GB), not in CI.
+TIMM_PACKAGES := torch==2.13.0 torchvision==0.28.0 transformers==5.17.0 timm==1.0.31 numpy pillow pytest fastcore
+timm-check:
+	test -x $(IMAGE_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
+	$(IMAGE_VENV)/bin/pip install --quiet $(TIMM_PACKAGES)
+	PYTHONPATH=$(CURDIR) $(IMAGE_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_prismatic_timm.py
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
 setup-system:

@@ -61,6 +61,8 @@ def parse(argv=None) -> argparse.Namespace:
                    "(the activation term's slope per row)")
     p.add_argument("--loop-steps", type=int, default=2, help="GRPO steps of the kit's LIBERO loop at these sizes, last")
     p.add_argument("--loop-ticks", type=int, default=32, help="policy ticks an episode in those steps (LIBERO-Long: 520)")
+    p.add_argument("--prismatic", action="store_true", help="first write the policy's architecture as a Prismatic run "
+                   "(openvla-mini's checkpoint layout, random weights), load it back, and hold its towers to timm's")
     p.add_argument("--device", default=None, help="cuda if available, else cpu")
     p.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="bfloat16 on CUDA, float32 on CPU "
                    "unless given (a CPU rehearsal in bfloat16 catches dtype mismatches before the GPU does)")
@@ -302,6 +304,27 @@ def main(argv=None) -> int:
                 "gpu": torch.cuda.get_device_name(0) if cuda else None,
                 "card_gib": torch.cuda.get_device_properties(0).total_memory / 2 ** 30 if cuda else None}
     card = run("versions", versions).get("card_gib") or 139.8
+
+    def prismatic():
+        "A MiniVLA-format run of --policy's architecture written and loaded as a real one would be; towers against timm."
+        import shutil
+
+        from wmrl.embodied import prismatic as pm
+        arch, folder = vm.ARCHS[args.policy], out.parent / "prismatic_run"
+        t0 = time.perf_counter()
+        saved = pm.random_prismatic_state(arch)
+        path = pm.write_prismatic_run(folder, saved, "prism-qwen25-extra-dinosiglip-224px+0_5b", "extra_action_tokenizer",
+                                      {"libero_10_no_noops": {"action": {"q01": [-1.0] * 7, "q99": [1.0] * 7}}})
+        written = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        model, settings = pm.load_prismatic(folder, arch=arch, device=device, dtype=dtype)
+        loaded, size = time.perf_counter() - t0, path.stat().st_size / 2 ** 30
+        del model
+        shutil.rmtree(folder)
+        return {"checkpoint_gib": size, "write_s": written, "load_s": loaded, "text_vocab": settings["text_vocab"],
+                "timm_parity": pm.timm_parity(saved, arch)}
+    if args.prismatic:
+        run("prismatic", prismatic)
 
     def models():
         torch.manual_seed(0)

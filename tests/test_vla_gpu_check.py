@@ -47,12 +47,16 @@ def planned(report, micro_batch, **kw):
 def test_the_cpu_rehearsal_runs_every_phase_in_bfloat16(tmp_path):
     "Every phase of the device check on tiny models; bfloat16 catches the dtype mismatches the H200 found first."
     out = tmp_path / "report.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), *TINY, "--dtype", "bfloat16", "--out", str(out)],
+    run = subprocess.run([sys.executable, str(SCRIPT), *TINY, "--dtype", "bfloat16", "--prismatic", "--out", str(out)],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert [name for name, r in report["phases"].items() if r["ok"]] == ["versions", "models", "env", "merged",
+    assert [name for name, r in report["phases"].items() if r["ok"]] == ["versions", "prismatic", "models", "env", "merged",
                                                                           "sampling", "world_model", "update", "loop"]
+    prismatic = report["phases"]["prismatic"]  # a MiniVLA-format run of tiny-vla, written and loaded back
+    assert prismatic["text_vocab"] == 1_000 and prismatic["checkpoint_gib"] > 0
+    parity = prismatic["timm_parity"]  # timm imports on the GPU image, not here
+    assert "skipped" in parity or max(parity["dino"], parity["siglip"]) < 1e-5, parity
     env = report["phases"]["env"]
     assert env["ticks"] == 2 and env["rows"] == 4 and env["frame_shape"] == [64, 64, 3]  # 2 envs x 2 ticks, batched
     assert report["phases"]["world_model"]["scores_shape"] == [2, 8, 3]

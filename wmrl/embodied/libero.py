@@ -255,8 +255,8 @@ def vla_model_class(checkpoint):
     path = Path(checkpoint)
     config = json.loads((path / "config.json").read_text())
     if "vla" in config:
-        raise NotImplementedError(f"{path} is a Prismatic-format checkpoint (MiniVLA): it loads with openvla-mini's "
-                                  "`prismatic.load_vla`, which wmrl does not wrap yet (issue 28); OpenVLA-format folders load here")
+        raise ValueError(f"{path} is a Prismatic-format run (MiniVLA): load it with wmrl.embodied.prismatic.load_prismatic "
+                         "into the kit's PrismaticVLA; OpenVLA-format folders (remote code in auto_map) load here")
     auto_map = config.get("auto_map", {})
     reference = auto_map.get("AutoModelForVision2Seq") or auto_map.get("AutoModelForImageTextToText")
     if reference is None:

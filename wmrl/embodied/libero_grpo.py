@@ -136,15 +136,16 @@ class LiberoRunConfig:
     frame_px: int = 64  # rendered frame side of the scenes (LIBERO renders 256)
     device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
     progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
+    policy_checkpoint: str = ""  # a MiniVLA run (openvla-mini's Prismatic layout) the VLA policy starts from; "": random
     env_processes: bool = False  # one process per environment (LIBERO's scenes step on the CPU, one core each)
     recompute_old_logp: bool = True  # the PPO ratio's reference: the update's own pass (on-policy), not the sampler's
 
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
         if not self.dry_run:
-            raise NotImplementedError("LIBERO GRPO on real assets needs real MiniVLA and Robometer weights loaded into "
-                                      "wmrl.embodied.vla_model's classes (issue 28), not built yet; dry_run=True runs "
-                                      "every other piece, the models' real architectures and rendered scenes included")
+            raise NotImplementedError("LIBERO GRPO on LIBERO's own scenes is not built (issue 28): they step in LIBERO's "
+                                      "environment, and prompts need Qwen2.5's tokenizer; dry_run=True runs every other "
+                                      "piece, MiniVLA's weights (policy_checkpoint) and Robometer's service included")
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -153,6 +154,8 @@ class LiberoRunConfig:
         vlas, judges = [k for k, a in ARCHS.items() if "dino" in a], [k for k, a in ARCHS.items() if "vision_config" in a]
         if self.policy not in ["text", *vlas] or self.progress_model not in ["frames", *judges]:
             raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
+        if self.policy_checkpoint and self.policy == "text":
+            raise ValueError("policy_checkpoint loads a MiniVLA run into a VLA policy (tiny-vla, minivla-1b), not 'text'")
         if self.progress_model == "frames" and self.scenes and not self.progress_url:
             raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
         if self.policy != "text" and not self.lora_rank and self.device.startswith("cuda"):
@@ -168,7 +171,11 @@ def _setup(config: LiberoRunConfig) -> dict:
     from wmrl.embodied import vla_model as vm
     torch.manual_seed(config.seed)
     dtype = torch.bfloat16 if config.device.startswith("cuda") else None
-    model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
+    if config.policy_checkpoint:  # a MiniVLA run's weights in the same classes (nbs/654_prismatic)
+        from wmrl.embodied.prismatic import load_prismatic
+        model = load_prismatic(config.policy_checkpoint, arch=vm.ARCHS[config.policy], device=config.device, dtype=dtype)[0].train()
+    else:
+        model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
     if config.policy != "text" and config.lora_rank:
         model = vm.with_lora(model, config.lora_rank)
     in_process = config.progress_model != "frames" and not config.progress_url
@@ -289,7 +296,7 @@ def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
 
 # %% ../../nbs/656_libero_grpo.ipynb #ddd3c141
 EVAL_KEYS = ("tasks", "eval_inits", "id_eval_inits", "rollouts", "max_steps", "temperature", "seed", "policy", "scenes",
-             "frame_px", "lora_rank", "progress_model", "progress_url")
+             "frame_px", "lora_rank", "progress_model", "progress_url", "policy_checkpoint")
 
 def _eval_tag(state: dict, config: LiberoRunConfig) -> str:
     "The step and a hash of every knob an evaluation's outcome depends on: another evaluation never reads these files."
@@ -357,7 +364,7 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="stand-ins with the real interfaces (the only mode built)")
     for knob in ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"):
         parser.add_argument(f"--{knob.replace('_', '-')}", type=int, default=None)
-    for knob in ("policy", "scenes", "progress_model", "device", "progress_url"):
+    for knob in ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint"):
         parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
     parser.add_argument("--id-eval-inits", type=int, nargs="+", default=None, help="training inits evaluated (Table 3's ID)")

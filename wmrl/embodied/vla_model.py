@@ -25,19 +25,21 @@ MINIVLA_1B = {  # the towers stop at their penultimate block (24 and 27 blocks i
     "dino": dict(hidden_size=1024, num_hidden_layers=23, num_attention_heads=16, mlp_ratio=4, patch_size=14,
                  image_size=224, num_register_tokens=4),
     "siglip": dict(hidden_size=1152, num_hidden_layers=26, num_attention_heads=16, intermediate_size=4304,
-                   patch_size=14, image_size=224, vision_use_head=False),
+                   patch_size=14, image_size=224, vision_use_head=False, hidden_act="gelu"),  # timm's exact GELU
     "llm": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                 num_key_value_heads=2, vocab_size=151_936, tie_word_embeddings=True, rope_theta=1_000_000.0),
-    "text_vocab": 151_643,  # action ids: the last 256 of these (OpenVLA's rule on Qwen2.5's BPE ids; an assumption)
+    "text_vocab": 151_921,  # action ids: the last 256 of these, MiniVLA's <|extra_i|> tokens (extra_action_tokenizer)
+    "bpe_vocab": 151_643, "added_tokens": 22,  # Qwen2.5's tokenizer: vocab_size, then its special tokens
 }
 TINY_VLA = {  # the same classes, small enough for a CPU test: 9 patches a tower, 2 blocks each
     "dino": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, patch_size=14,
                  image_size=42, num_register_tokens=4),
     "siglip": dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=14,
-                   image_size=42, vision_use_head=False),
+                   image_size=42, vision_use_head=False, hidden_act="gelu"),
     "llm": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=1_024, tie_word_embeddings=True),
     "text_vocab": 1_000,
+    "bpe_vocab": 722, "added_tokens": 22,  # a tokenizer of 744 + 256 extra = 1,000 ids, padded to 1,024 rows
 }
 ROBOMETER_4B = {  # Qwen3-VL-4B-Instruct's config
     "text_config": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
