@@ -95,22 +95,24 @@ def test_the_models_real_classes_on_rendered_scenes_run_through_the_template(tmp
     "MiniVLA's (from a MiniVLA-format run) and Robometer's classes (tiny), LoRA, Meta-World scenes in processes: one step."
     pytest.importorskip("peft")
     pytest.importorskip("metaworld")
-    from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run
+    from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run, write_tiny_qwen_tokenizer
     from wmrl.embodied.vla_model import TINY_VLA
     minivla = tmp_path / "minivla"  # a MiniVLA run in openvla-mini's layout, at tiny-vla's size: the policy starts from it
     write_prismatic_run(minivla, random_prismatic_state(TINY_VLA), "prism-qwen25-extra-dinosiglip-224px+0_5b",
                         "extra_action_tokenizer", {"libero_10_no_noops": {"action": {"q01": [-1.0] * 7, "q99": [1.0] * 7}}})
+    tokenizer = write_tiny_qwen_tokenizer(tmp_path / "qwen", TINY_VLA)  # Qwen2's class, tiny-vla's vocabulary shape
     out = tmp_path / "scenes"
     done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(out), "--steps", "1",
                            "--dry-run", "--groups", "1", "--rollouts", "2", "--max-steps", "2", "--eval-inits", "40",
                            "--policy", "tiny-vla", "--scenes", "reach-v3", "--progress-model", "tiny-robometer",
-                           "--lora-rank", "4", "--env-processes", "--policy-checkpoint", str(minivla), "--no-progress"],
+                           "--lora-rank", "4", "--env-processes", "--policy-checkpoint", str(minivla),
+                           "--tokenizer", str(tokenizer), "--no-progress"],
                           capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["policy"] == "tiny-vla" and summary["log"][0]["rows"] == 2 * 2  # 2 episodes x 2 ticks
-    assert summary["config"]["policy_checkpoint"] == str(minivla)
+    assert summary["config"]["policy_checkpoint"] == str(minivla) and summary["config"]["tokenizer"] == str(tokenizer)
     assert summary["eval"]["episodes"] == 2 and summary["seconds"]["world_model"] > 0
     import torch
     saved = torch.load(out / "checkpoint.pt", weights_only=False)["model"]

@@ -24,8 +24,8 @@ __all__ = ['SUITES', 'MAX_STEPS', 'SETTLE_STEPS', 'DUMMY_ACTION', 'ROLLOUTS_PER_
            'LiberoNotInstalled', 'libero_root', 'LiberoTask', 'suite_tasks', 'init_states', 'goal_predicates',
            'LiberoAssetsMissing', 'write_libero_config', 'require_libero_assets', 'Episode', 'run_episode',
            'make_libero_env', 'vla_prompt', 'encode_actions', 'decode_action_tokens', 'resolve_unnorm_key',
-           'unnormalize', 'libero_gripper', 'vla_image', 'vla_model_class', 'VLAPolicy', 'sample_frames',
-           'ProgressAdapter']
+           'unnormalize', 'libero_gripper', 'vla_image', 'minivla_image', 'vla_model_class', 'VLAPolicy',
+           'sample_frames', 'ProgressAdapter']
 
 # %% ../../nbs/650_libero.ipynb #9d24fe49
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
@@ -248,6 +248,17 @@ def vla_image(frame, size: int = 224, center_crop: bool = True, jpeg_quality: in
         lo = (size - side) / 2
         image = image.resize((size, size), Image.BILINEAR, box=(lo, lo, lo + side, lo + side))
     return np.asarray(image)
+
+# %% ../../nbs/650_libero.ipynb #7ac42afe
+def minivla_image(frame, size: int = 224, center_crop: bool = True) -> np.ndarray:
+    "A LIBERO agentview frame -> MiniVLA's input: flipped upside down, Lanczos to size, a whole-pixel 90%-area crop."
+    from PIL import Image
+    image = Image.fromarray(np.ascontiguousarray(np.flipud(np.asarray(frame, dtype=np.uint8)))).resize((size, size), Image.LANCZOS)
+    if center_crop:
+        side = int(0.9 ** 0.5 * size)
+        lo = (size - side) // 2
+        image = image.crop((lo, lo, lo + side, lo + side)).resize((size, size), Image.BILINEAR)
+    return np.asarray(image.convert("RGB"))
 
 # %% ../../nbs/650_libero.ipynb #b489f586
 def vla_model_class(checkpoint):

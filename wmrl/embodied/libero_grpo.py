@@ -137,6 +137,7 @@ class LiberoRunConfig:
     device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
     progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
     policy_checkpoint: str = ""  # a MiniVLA run (openvla-mini's Prismatic layout) the VLA policy starts from; "": random
+    tokenizer: str = ""  # Qwen2.5's tokenizer files: MiniVLA's prompts (minivla_prompts); "": bytes of OpenVLA's prompt
     env_processes: bool = False  # one process per environment (LIBERO's scenes step on the CPU, one core each)
     recompute_old_logp: bool = True  # the PPO ratio's reference: the update's own pass (on-policy), not the sampler's
 
@@ -144,8 +145,8 @@ class LiberoRunConfig:
         from wmrl.embodied.vla_model import ARCHS
         if not self.dry_run:
             raise NotImplementedError("LIBERO GRPO on LIBERO's own scenes is not built (issue 28): they step in LIBERO's "
-                                      "environment, and prompts need Qwen2.5's tokenizer; dry_run=True runs every other "
-                                      "piece, MiniVLA's weights (policy_checkpoint) and Robometer's service included")
+                                      "environment (robosuite, numpy < 2), apart from the models'; dry_run=True runs every "
+                                      "other piece, MiniVLA's weights and tokenizer and Robometer's service included")
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -154,8 +155,8 @@ class LiberoRunConfig:
         vlas, judges = [k for k, a in ARCHS.items() if "dino" in a], [k for k, a in ARCHS.items() if "vision_config" in a]
         if self.policy not in ["text", *vlas] or self.progress_model not in ["frames", *judges]:
             raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
-        if self.policy_checkpoint and self.policy == "text":
-            raise ValueError("policy_checkpoint loads a MiniVLA run into a VLA policy (tiny-vla, minivla-1b), not 'text'")
+        if (self.policy_checkpoint or self.tokenizer) and self.policy == "text":
+            raise ValueError("policy_checkpoint and tokenizer are a VLA policy's (tiny-vla, minivla-1b), not 'text''s")
         if self.progress_model == "frames" and self.scenes and not self.progress_url:
             raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
         if self.policy != "text" and not self.lora_rank and self.device.startswith("cuda"):
@@ -217,7 +218,9 @@ def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep
     from wmrl.embodied.vla_model import VLASampler
     if config.policy == "text":
         return TokenSampler(state["model"], instructions, config.temperature, seed)
-    prompts = [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions]  # bytes: no hub tokenizer
+    from wmrl.embodied.prismatic import minivla_prompts
+    prompts = (minivla_prompts(config.tokenizer, state["model"].arch, instructions) if config.tokenizer else
+               [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions])  # bytes: a stand-in
     return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"], keep=keep)
 
 def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:
@@ -296,7 +299,7 @@ def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
 
 # %% ../../nbs/656_libero_grpo.ipynb #ddd3c141
 EVAL_KEYS = ("tasks", "eval_inits", "id_eval_inits", "rollouts", "max_steps", "temperature", "seed", "policy", "scenes",
-             "frame_px", "lora_rank", "progress_model", "progress_url", "policy_checkpoint")
+             "frame_px", "lora_rank", "progress_model", "progress_url", "policy_checkpoint", "tokenizer")
 
 def _eval_tag(state: dict, config: LiberoRunConfig) -> str:
     "The step and a hash of every knob an evaluation's outcome depends on: another evaluation never reads these files."
@@ -364,7 +367,7 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="stand-ins with the real interfaces (the only mode built)")
     for knob in ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"):
         parser.add_argument(f"--{knob.replace('_', '-')}", type=int, default=None)
-    for knob in ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint"):
+    for knob in ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer"):
         parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
     parser.add_argument("--id-eval-inits", type=int, nargs="+", default=None, help="training inits evaluated (Table 3's ID)")

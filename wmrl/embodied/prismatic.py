@@ -11,14 +11,13 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
-
 from .vla_model import MINIVLA_1B, PrismaticVLA
 
 # %% auto #0
 __all__ = ['BASE_VLMS', 'BINNED_TOKENIZERS', 'EMBEDDING_KEYS', 'FEATURIZERS', 'STEP', 'UNREAD', 'TIMM_MODELS', 'QWEN_SYSTEM',
-           'prismatic_vocab', 'convert_vit', 'timm_shapes', 'convert_prismatic', 'random_prismatic_state',
-           'prismatic_run', 'write_prismatic_run', 'load_prismatic', 'timm_parity', 'minivla_prompt', 'minivla_image']
+           'QWEN_SPECIALS', 'prismatic_vocab', 'convert_vit', 'timm_shapes', 'convert_prismatic',
+           'random_prismatic_state', 'prismatic_run', 'write_prismatic_run', 'load_prismatic', 'timm_parity',
+           'minivla_prompt', 'write_tiny_qwen_tokenizer', 'minivla_prompts']
 
 # %% ../../nbs/654_prismatic.ipynb #a1ac5e00
 BASE_VLMS = {  # openvla-mini's base VLMs with DINO-SigLIP towers at 224 px and Qwen2.5-0.5B: model id -> extra tokens
@@ -250,12 +249,41 @@ def minivla_prompt(instruction: str) -> str:
     return (f"<|im_start|>system\n{QWEN_SYSTEM}<|im_end|>\n"
             f"<|im_start|>user\n{message}<|im_end|>\n<|im_start|>assistant\n")
 
-def minivla_image(frame, size: int = 224, center_crop: bool = True) -> np.ndarray:
-    "A LIBERO agentview frame -> MiniVLA's input: flipped upside down, Lanczos to size, a whole-pixel 90%-area crop."
-    from PIL import Image
-    image = Image.fromarray(np.ascontiguousarray(np.flipud(np.asarray(frame, dtype=np.uint8)))).resize((size, size), Image.LANCZOS)
-    if center_crop:
-        side = int(0.9 ** 0.5 * size)
-        lo = (size - side) // 2
-        image = image.crop((lo, lo, lo + side, lo + side)).resize((size, size), Image.BILINEAR)
-    return np.asarray(image.convert("RGB"))
+# %% ../../nbs/654_prismatic.ipynb #0697676f
+QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                 "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
+                 "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>")  # ids 151,643 on
+
+def write_tiny_qwen_tokenizer(folder, arch: dict) -> Path:
+    "A tokenizer of Qwen2's class with `arch`'s shape: byte-level ids up to bpe_vocab, then Qwen2.5's special tokens."
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    vocab |= {f"<unused_{i}>": i for i in range(len(vocab), arch["bpe_vocab"])}
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    cls = getattr(transformers, "Qwen2TokenizerFast", None) or transformers.Qwen2Tokenizer
+    tokenizer = cls(tokenizer_object=bpe, unk_token=None, bos_token=None, eos_token=QWEN_SPECIALS[0], pad_token=QWEN_SPECIALS[0])
+    tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIALS[1:arch["added_tokens"]])})
+    tokenizer.save_pretrained(folder)
+    return Path(folder)
+
+# %% ../../nbs/654_prismatic.ipynb #c2dea846
+import functools  # noqa: E402
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str, bpe: int, added: int, text_vocab: int):
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if (tokenizer.vocab_size, len(tokenizer)) != (bpe, bpe + added):
+        raise ValueError(f"{path}: a tokenizer of {tokenizer.vocab_size} + {len(tokenizer) - tokenizer.vocab_size} ids, "
+                         f"not Qwen2.5's {bpe} + {added} that this policy's embedding was trained with")
+    tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(text_vocab - bpe - added)])  # MiniVLA's action tokens
+    return tokenizer
+
+def minivla_prompts(path, arch: dict, instructions) -> list[list[int]]:
+    "Each instruction's prompt ids under Qwen2.5's tokenizer (local files at `path`) with MiniVLA's extra tokens."
+    tokenizer = _tokenizer(str(path), arch["bpe_vocab"], arch["added_tokens"], arch["text_vocab"])
+    return [tokenizer(minivla_prompt(text), add_special_tokens=False).input_ids for text in instructions]

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from .libero import decode_action_tokens, libero_gripper, unnormalize, vla_image
+from .libero import decode_action_tokens, libero_gripper, minivla_image, unnormalize
 from .vla_grpo import left_pad, sample_action_tokens
 
 # %% auto #0
@@ -131,7 +131,7 @@ DINO_MEAN, DINO_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's
 SIGLIP_MEAN, SIGLIP_STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
 
 def vla_pixels(images, device=None, dtype=None):
-    "(B, S, S, 3) uint8 images (after `vla_image`) -> (B, 6, S, S): the DINOv2 copy, then the SigLIP copy."
+    "(B, S, S, 3) uint8 images (after `minivla_image`) -> (B, 6, S, S): the DINOv2 copy, then the SigLIP copy."
     import torch
     x = (images if torch.is_tensor(images) else torch.as_tensor(np.asarray(images))).to(device)
     x = x.permute(0, 3, 1, 2).float() / 255.0
@@ -296,17 +296,17 @@ def vla_plan(policy: str = "minivla-1b", world_model: str = "robometer-4b", lora
 class VLASampler:
     "act(observations, active) for run_lockstep: a batched VLA step per tick; rows kept for the GRPO update."
     def __init__(self, model, prompts, temperature: float = 1.0, seed: int = 0, device="cpu", dtype=None, unnorm=None,
-                 keep: bool = True):
+                 keep: bool = True, image=minivla_image):
         import torch
         self.model, self.prompts, self.temperature, self.unnorm = model, [list(p) for p in prompts], temperature, unnorm
         self.keep = keep  # an evaluation keeps no rows: 520 ticks of frames would only fill the host's memory
         self.device, self.dtype, self.rows = device, dtype, []  # rows: (env, prompt ids, image, tokens, log-probs)
         self.generator = torch.Generator(device=device).manual_seed(seed)
-        self.size = model.arch["dino"]["image_size"]
+        self.size, self.image = model.arch["dino"]["image_size"], image  # image: MiniVLA's frame preparation by default
 
     def __call__(self, observations, active):
         index = np.flatnonzero(active)
-        images = np.stack([vla_image(observations[b]["agentview_image"], self.size) for b in index])
+        images = np.stack([self.image(observations[b]["agentview_image"], self.size) for b in index])
         tokens, logp = sample_action_tokens(self.model, *_prompt_batch([self.prompts[b] for b in index], self.device),
                                             temperature=self.temperature, generator=self.generator,
                                             vocab_size=self.model.text_vocab, pixel_values=vla_pixels(images, self.device, self.dtype))
