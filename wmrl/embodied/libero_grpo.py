@@ -130,7 +130,8 @@ class LiberoRunConfig:
     seed: int = 0
     dry_run: bool = True  # stand-ins for LIBERO, the VLA and Robometer (the only mode this kit can run yet)
     policy: str = "text"  # "text": a 2-layer LM reading the scene as numbers; or a vla_model arch (tiny-vla, minivla-1b)
-    scenes: str = ""  # "": the point stand-in; or a Meta-World task rendered behind LIBERO's interface (pick-place-v3)
+    scenes: str = ""  # "": the point stand-in; a Meta-World task (pick-place-v3); robosuite:Lift, libero:SUITE/TASK
+    env_python: str = ""  # the interpreter of robosuite: and libero: scenes; "": .venv/libero (make setup-embodied)
     progress_model: str = "frames"  # "frames": the point stand-in's geometry; or a vla_model arch (tiny-robometer, robometer-4b)
     lora_rank: int = 8  # LoRA rank of a vla_model policy (0: full fine-tuning)
     frame_px: int = 64  # rendered frame side of the scenes (LIBERO renders 256)
@@ -144,9 +145,9 @@ class LiberoRunConfig:
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
         if not self.dry_run:
-            raise NotImplementedError("LIBERO GRPO on LIBERO's own scenes is not built (issue 28): they step in LIBERO's "
-                                      "environment (robosuite, numpy < 2), apart from the models'; dry_run=True runs every "
-                                      "other piece, MiniVLA's weights and tokenizer and Robometer's service included")
+            raise NotImplementedError("LIBERO GRPO's real mode (each group on its own LIBERO task, Table 3 over the suite) "
+                                      "is not built (issue 28); dry_run=True runs every other piece: MiniVLA's weights and "
+                                      "tokenizer, Robometer's service, one scene for all groups (libero:SUITE/TASK too)")
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -197,18 +198,16 @@ def _reward_seat(config: LiberoRunConfig):
 
 # %% ../../nbs/656_libero_grpo.ipynb #31f3c5ea
 def _envs(state: dict, config: LiberoRunConfig, n: int):
-    "n environments, made once and reused by every step: in this process, or one process each (env_processes)."
+    "n environments, reused by every step: here, one process each (env_processes), or workers of LIBERO's interpreter."
     import functools
 
-    from wmrl.embodied.vector_env import MetaWorldScene, ProcessEnvs
+    from wmrl.autoresearch.runner import repo_root
+    from wmrl.embodied.env_workers import pooled_envs, scene_spec
+    from wmrl.embodied.vector_env import MetaWorldScene
     make = functools.partial(MetaWorldScene, config.scenes, config.frame_px) if config.scenes else FakeLiberoEnv
-    if config.env_processes:  # one pool, grown when a batch needs more; a batch steps its first n
-        pool = state["pools"].get("all")
-        if pool is None or len(pool) < n:
-            if pool is not None:
-                pool.close()
-            pool = state["pools"]["all"] = ProcessEnvs([make] * n)
-        return pool.first(n)
+    spec, python = scene_spec(config.scenes, config.frame_px), config.env_python or repo_root() / ".venv/libero/bin/python"
+    if spec or config.env_processes:  # one pool, grown when a batch needs more; a batch steps its first n
+        return pooled_envs(state["pools"], n, make, spec, python)
     while len(state["envs"]) < n:
         state["envs"].append(make())
     return state["envs"][:n]
@@ -367,7 +366,7 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="stand-ins with the real interfaces (the only mode built)")
     for knob in ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"):
         parser.add_argument(f"--{knob.replace('_', '-')}", type=int, default=None)
-    for knob in ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer"):
+    for knob in ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "env_python"):
         parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
     parser.add_argument("--id-eval-inits", type=int, nargs="+", default=None, help="training inits evaluated (Table 3's ID)")
