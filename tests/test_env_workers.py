@@ -2,6 +2,7 @@
 LIBERO's arm, controller, rate and camera, stepped by `.venv/libero`'s Python (robosuite 1.4.0, MuJoCo < 3.4,
 numpy < 2) for a parent that runs numpy 2, over the pickle-free pipe. CI does not build that venv, so these skip
 there with the reason; they run wherever `make setup-embodied` has run (this machine's sessions run them)."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,17 +55,47 @@ def test_a_missing_simulator_is_named_with_the_workers_log():
         VenvEnvs([LIFT], python=sys.executable)  # the models' interpreter has no robosuite
 
 
-def test_a_grpo_step_on_robosuite_scenes_in_libero_s_interpreter(tmp_path):
-    "The kit's LIBERO loop with the models here (numpy 2) and robosuite's Lift in LIBERO's venv: one step, evaluated."
+def test_a_grpo_step_on_two_robosuite_tasks_in_libero_s_interpreter(tmp_path):
+    "The kit's loop with the models here (numpy 2) and a group on each of two robosuite tasks in LIBERO's venv."
     import json
     pytest.importorskip("peft")
-    out = tmp_path / "lift"
+    out = tmp_path / "two"
     done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(out), "--steps", "1",
-                           "--dry-run", "--groups", "1", "--rollouts", "2", "--max-steps", "3", "--eval-inits", "40",
-                           "--policy", "tiny-vla", "--scenes", "robosuite:Lift", "--progress-model", "tiny-robometer",
-                           "--lora-rank", "4", "--frame-px", "64", "--env-python", str(LIBERO_PYTHON), "--no-progress"],
-                          capture_output=True, text=True, timeout=900)
+                           "--dry-run", "--groups", "2", "--rollouts", "2", "--max-steps", "3", "--eval-inits", "40",
+                           "--policy", "tiny-vla", "--scenes", "robosuite", "--tasks", "Lift", "Stack",
+                           "--progress-model", "tiny-robometer", "--lora-rank", "4", "--frame-px", "64",
+                           "--env-python", str(LIBERO_PYTHON), "--no-progress"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["log"][0]["rows"] == 2 * 3 and summary["eval"]["episodes"] == 2  # 2 episodes x 3 ticks, then 2 more
-    assert summary["config"]["scenes"] == "robosuite:Lift" and summary["seconds"]["world_model"] > 0
+    assert summary["log"][0]["rows"] == 2 * 2 * 3  # 2 groups x 2 episodes x 3 ticks, every scene of a tick at once
+    assert summary["eval"]["episodes"] == 2 * 2 and summary["config"]["tasks"] == ["Lift", "Stack"]  # each task evaluated
+
+
+def test_the_real_mode_reaches_libero_in_its_interpreter(tmp_path):
+    """Every real input present (a tiny MiniVLA run, a tokenizer of Qwen2's class, a progress service): the run goes as
+    far as building LIBERO's scene in LIBERO's venv, and stops there naming the missing assets (they are on the hub)."""
+    import threading
+
+    from wmrl.embodied.libero import suite_tasks
+    from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run, write_tiny_qwen_tokenizer
+    from wmrl.embodied.reward_service import make_server
+    from wmrl.embodied.vla_model import TINY_VLA
+    run = tmp_path / "minivla"
+    write_prismatic_run(run, random_prismatic_state(TINY_VLA), "prism-qwen25-extra-dinosiglip-224px+0_5b",
+                        "extra_action_tokenizer", {"libero_10_no_noops": {"action": {"q01": [-1.0] * 7, "q99": [1.0] * 7}}})
+    tokenizer = write_tiny_qwen_tokenizer(tmp_path / "qwen", TINY_VLA)
+    server = make_server(lambda clips, texts: (np.zeros((len(clips), 8)), np.zeros((len(clips), 8))))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        task = suite_tasks("libero_10")[0].name
+        env = {k: v for k, v in os.environ.items() if k != "LIBERO_ASSETS"}
+        done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(tmp_path / "real"),
+                               "--steps", "1", "--groups", "1", "--rollouts", "2", "--max-steps", "2", "--eval-inits", "40",
+                               "--policy", "tiny-vla", "--policy-checkpoint", str(run), "--tokenizer", str(tokenizer),
+                               "--scenes", "libero:libero_10", "--tasks", task, "--frame-px", "64", "--no-progress",
+                               "--progress-url", f"http://127.0.0.1:{server.server_address[1]}",
+                               "--env-python", str(LIBERO_PYTHON)], capture_output=True, text=True, timeout=900, env=env)
+    finally:
+        server.shutdown()
+    assert done.returncode != 0
+    assert "LiberoAssetsMissing: LIBERO assets not found" in done.stderr, done.stderr[-3000:]  # raised in LIBERO's venv

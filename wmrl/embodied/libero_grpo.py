@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
-from .libero import ProgressAdapter, decode_action_tokens, vla_prompt
+from .env_workers import instruction, per_task, scene_batch, scene_spec
+from .libero import ProgressAdapter, decode_action_tokens, suite_tasks, vla_prompt
+from .reward_service import checked_predict
 from .vector_env import run_lockstep
 
 # %% auto #0
@@ -128,7 +130,7 @@ class LiberoRunConfig:
     method: str = "wmrl"  # the core's method: wmrl, grpo_real, pure_wm, ...
     anchor_fraction: float = 0.5  # rho: share of groups run for real (the paper: 0.1 of 8 groups; 0.5 of 2 here)
     seed: int = 0
-    dry_run: bool = True  # stand-ins for LIBERO, the VLA and Robometer (the only mode this kit can run yet)
+    dry_run: bool = True  # stand-ins allowed; False: a real run (libero: scenes, MiniVLA's run and tokenizer, Robometer's service)
     policy: str = "text"  # "text": a 2-layer LM reading the scene as numbers; or a vla_model arch (tiny-vla, minivla-1b)
     scenes: str = ""  # "": the point stand-in; a Meta-World task (pick-place-v3); robosuite:Lift, libero:SUITE/TASK
     env_python: str = ""  # the interpreter of robosuite: and libero: scenes; "": .venv/libero (make setup-embodied)
@@ -144,10 +146,10 @@ class LiberoRunConfig:
 
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
-        if not self.dry_run:
-            raise NotImplementedError("LIBERO GRPO's real mode (each group on its own LIBERO task, Table 3 over the suite) "
-                                      "is not built (issue 28); dry_run=True runs every other piece: MiniVLA's weights and "
-                                      "tokenizer, Robometer's service, one scene for all groups (libero:SUITE/TASK too)")
+        real = {"scenes='libero:SUITE'": self.scenes.startswith("libero:"), "policy_checkpoint": self.policy_checkpoint,
+                "tokenizer": self.tokenizer, "progress_url": self.progress_url}
+        if not self.dry_run and not all(real.values()):  # issue 28: no stand-in may enter a real run
+            raise ValueError(f"the real mode needs LIBERO, MiniVLA and Robometer; missing {[k for k, v in real.items() if not v]}")
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -163,6 +165,10 @@ class LiberoRunConfig:
         if self.policy != "text" and not self.lora_rank and self.device.startswith("cuda"):
             raise ValueError("full fine-tuning on CUDA would update bf16 weights with no fp32 master copy, where steps of "
                              "lr 5e-6 round away: not built; use LoRA (lora_rank > 0)")
+        if per_task(self.scenes) and self.scenes.startswith("libero:"):
+            unknown = set(self.tasks) - {t.name for t in suite_tasks(self.scenes.removeprefix("libero:"))}
+            if unknown:
+                raise ValueError(f"tasks not in {self.scenes}: {sorted(unknown)[:3]} (wmrl.embodied.libero.suite_tasks names them)")
         if self.scenes and self.frame_px % 32:
             raise ValueError(f"frame_px must be a multiple of 32 (16-px patches merged 2 x 2), got {self.frame_px}")
 
@@ -186,31 +192,25 @@ def _setup(config: LiberoRunConfig) -> dict:
     return {"model": model, "optimiser": torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr),
             "corrector": WMRLCorrector(correction), "log": [], "step": 0, "dtype": dtype, "envs": [], "pools": {},
             "inits": np.arange(50) if config.scenes else fake_init_states(50, config.seed),
-            "predict": _reward_seat(config) if config.progress_url else
+            "predict": checked_predict(config.progress_url) if config.progress_url else
                        frame_progress if judge is None else vm.progress_predict(judge, config.device, dtype)}
 
-def _reward_seat(config: LiberoRunConfig):
-    "The service's predict, once it has answered its health check (a dead service stops the run before any episode)."
-    from wmrl.embodied.reward_service import RewardClient
-    client = RewardClient(config.progress_url)
-    client.health()
-    return client.predict
+
 
 # %% ../../nbs/656_libero_grpo.ipynb #31f3c5ea
-def _envs(state: dict, config: LiberoRunConfig, n: int):
-    "n environments, reused by every step: here, one process each (env_processes), or workers of LIBERO's interpreter."
+def _envs(state: dict, config: LiberoRunConfig, tasks: list[str]):
+    "An environment per episode, each of its task's scene, reused by every step (env_workers' table of `scenes`)."
     import functools
 
     from wmrl.autoresearch.runner import repo_root
-    from wmrl.embodied.env_workers import pooled_envs, scene_spec
     from wmrl.embodied.vector_env import MetaWorldScene
-    make = functools.partial(MetaWorldScene, config.scenes, config.frame_px) if config.scenes else FakeLiberoEnv
-    spec, python = scene_spec(config.scenes, config.frame_px), config.env_python or repo_root() / ".venv/libero/bin/python"
-    if spec or config.env_processes:  # one pool, grown when a batch needs more; a batch steps its first n
-        return pooled_envs(state["pools"], n, make, spec, python)
-    while len(state["envs"]) < n:
-        state["envs"].append(make())
-    return state["envs"][:n]
+    make = lambda task: functools.partial(MetaWorldScene, task, config.frame_px) if task else FakeLiberoEnv  # noqa: E731
+    if config.env_processes or per_task(config.scenes) or scene_spec(config.scenes, config.frame_px):
+        python = config.env_python or repo_root() / ".venv/libero/bin/python"
+        return scene_batch(state["pools"], tasks, config.scenes, config.frame_px, python, make)
+    while len(state["envs"]) < len(tasks):
+        state["envs"].append(make(config.scenes)())
+    return state["envs"][:len(tasks)]
 
 def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep: bool = True):
     "The policy's act(observations, active): the text stand-in's sampler, or the VLA's batched image sampler."
@@ -253,10 +253,11 @@ def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
     G, groups, seconds = config.rollouts, _groups(config, step), {}
     keys = [f"{task}/{init}" for task, init in groups]
     anchors = np.repeat(state["corrector"].plan(keys, step), G)
-    instructions = [task for task, _ in groups for _ in range(G)]
+    tasks = [task for task, _ in groups for _ in range(G)]
+    instructions = [instruction(config.scenes, task) for task in tasks]
     sampler = _sampler(state, config, instructions, seed=config.seed * 100_003 + step)
     started = time.perf_counter()
-    success, _, frames = run_lockstep(_envs(state, config, len(instructions)),
+    success, _, frames = run_lockstep(_envs(state, config, tasks),
                                       [state["inits"][init] for _, init in groups for _ in range(G)], sampler, config.max_steps)
     seconds["episodes"], started = time.perf_counter() - started, time.perf_counter()
     predicted = ProgressAdapter(state["predict"]).score(frames, instructions)["reward"]
@@ -319,8 +320,8 @@ def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> d
             if done and done.is_file():
                 ok = json.loads(done.read_text())
             else:
-                act = _sampler(state, config, [task] * len(rows), seed=10**6 + config.seed + 7919 * t + s, keep=False)
-                ok = run_lockstep(_envs(state, config, len(rows)), state["inits"][rows], act, config.max_steps)[0].tolist()
+                act = _sampler(state, config, [instruction(config.scenes, task)] * len(rows), seed=10**6 + config.seed + 7919 * t + s, keep=False)
+                ok = run_lockstep(_envs(state, config, [task] * len(rows)), state["inits"][rows], act, config.max_steps)[0].tolist()
                 if done:  # written whole or not at all: a kill mid-write leaves no half file to resume from
                     done.parent.mkdir(exist_ok=True); done.with_suffix(".tmp").write_text(json.dumps(ok))
                     done.with_suffix(".tmp").replace(done)
@@ -363,14 +364,13 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wmrl reproduce libero", description="LIBERO GRPO with WMRL: one run "
                                      "(reproductions/libero.ipynb); --dry-run swaps in stand-ins for LIBERO, the VLA, Robometer.")
     parser.add_argument("--out", required=True, help="run folder (resumes from its checkpoint.pt)")
-    parser.add_argument("--dry-run", action="store_true", help="stand-ins with the real interfaces (the only mode built)")
-    for knob in ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"):
-        parser.add_argument(f"--{knob.replace('_', '-')}", type=int, default=None)
-    for knob in ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "env_python"):
-        parser.add_argument(f"--{knob.replace('_', '-')}", default=None, help=f"LiberoRunConfig.{knob}")
-    parser.add_argument("--eval-inits", type=int, nargs="+", default=None, help="held-out init states (default 40-49)")
-    parser.add_argument("--id-eval-inits", type=int, nargs="+", default=None, help="training inits evaluated (Table 3's ID)")
-    parser.add_argument("--method", default=None, help="the core's method (wmrl, grpo_real, pure_wm, ...)")
+    parser.add_argument("--dry-run", action="store_true", help="stand-ins allowed (without it, LIBERO, MiniVLA, Robometer)")
+    ints, floats = ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"), ("lr", "temperature", "anchor_fraction")
+    strings = ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "env_python", "method")
+    for knob, kind in [*((k, int) for k in ints), *((k, float) for k in floats), *((k, str) for k in strings)]:
+        parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, default=None, help=f"LiberoRunConfig.{knob}")
+    for knob, kind in (("tasks", str), ("train_inits", int), ("eval_inits", int), ("id_eval_inits", int)):  # lists
+        parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, nargs="+", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--env-processes", action="store_true", default=None, help="one process per environment")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -378,7 +378,7 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     try:
         config = LiberoRunConfig(**{**knobs, "dry_run": args.dry_run})  # bad knobs fail here, before papermill starts
         if config.progress_url:
-            _reward_seat(config)  # so does a reward service that does not answer
+            checked_predict(config.progress_url)  # so does a reward service that does not answer
         summary = _run_template(Path(args.out), {**knobs, "dry_run": args.dry_run, "progress": not args.no_progress})
     except (OSError, ValueError, TypeError, NotImplementedError, RewardServiceError) as err:
         print(f"wmrl reproduce libero: {type(err).__name__}: {err}", file=sys.stderr)

@@ -19,8 +19,8 @@ import numpy as np
 from .libero import sample_frames
 
 # %% auto #0
-__all__ = ['MAX_BODY', 'RewardServiceError', 'encode_request', 'decode_request', 'RewardClient', 'make_server', 'vlm_scorer',
-           'cli_serve_progress']
+__all__ = ['MAX_BODY', 'RewardServiceError', 'encode_request', 'decode_request', 'RewardClient', 'checked_predict', 'make_server',
+           'vlm_scorer', 'cli_serve_progress']
 
 # %% ../../nbs/658_reward_service.ipynb #7bf10622
 class RewardServiceError(RuntimeError):
@@ -108,6 +108,12 @@ def _predict(self: RewardClient, frames, text: str) -> dict:
     return {"progress": out["progress"][0], "success_probs": out["success_probs"][0]}
 
 RewardClient.score, RewardClient.predict = _score, _predict
+
+def checked_predict(url: str):
+    "A service's predict, once it has answered its health check: a dead service stops a run before any episode."
+    client = RewardClient(url)
+    client.health()
+    return client.predict
 
 # %% ../../nbs/658_reward_service.ipynb #d4f68d5e
 MAX_BODY = 512 * 2**20  # bytes of one request: 64 rollouts x 8 frames of 256 px is 100 MB
