@@ -172,12 +172,7 @@ class VenvEnvs(ProcessEnvs):
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
             self._pipes.append(_Channel(popen))
             self._procs.append(_Worker(popen, log))
-        try:
-            for b in range(len(self._pipes)):
-                self._answer(b)
-        except RuntimeError:
-            self.close()
-            raise
+        self._ready()
 
     def _answer(self, b: int):
         try:

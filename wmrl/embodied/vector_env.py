@@ -50,6 +50,10 @@ class ProcessEnvs:
             proc.start()
             child.close()
             self._pipes.append(parent); self._procs.append(proc)
+        self._ready()
+
+    def _ready(self) -> None:
+        "Each worker's first answer (its environment is built), or every worker closed and the first error raised."
         try:
             for b in range(len(self._pipes)):
                 self._answer(b)
