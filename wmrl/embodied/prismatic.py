@@ -127,7 +127,10 @@ def convert_prismatic(model_state: dict, model: PrismaticVLA) -> tuple[dict, lis
     for tower, prefix in FEATURIZERS.items():
         state = {k.removeprefix(prefix): v for k, v in vision.items() if k.startswith(prefix)}
         root = f"{tower}.vision_model." if f"{tower}.vision_model.embeddings.patch_embedding.weight" in keys else f"{tower}."
-        converted, left = convert_vit(state, tower, model.arch[tower]["num_hidden_layers"], root, keys)
+        try:
+            converted, left = convert_vit(state, tower, model.arch[tower]["num_hidden_layers"], root, keys)
+        except KeyError as err:  # a tensor the layout must have is absent: another architecture, or a cut file
+            raise ValueError(f"checkpoint lacks {prefix}{err.args[0]}: not openvla-mini's DINO-SigLIP towers") from None
         out, unused = out | converted, unused + [prefix + k for k in left]
     out |= {"projector." + k.removeprefix("projector."): v for k, v in model_state["projector"].items()}
     return out | dict(model_state["llm_backbone"]), unused
@@ -152,6 +155,12 @@ def random_prismatic_state(arch: dict, seed: int = 0, scale: float = 0.1) -> dic
 # %% ../../nbs/654_prismatic.ipynb #adb1ab62
 STEP = re.compile(r"step-(\d+)")
 
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not JSON ({err})") from None
+
 def prismatic_run(path, step: int | None = None) -> dict:
     "A run's files and settings from its folder or one of its checkpoints; every bad input says what it found."
     path = Path(path)
@@ -168,13 +177,13 @@ def prismatic_run(path, step: int | None = None) -> dict:
     for need in ("config.json", "dataset_statistics.json"):
         if not (run / need).is_file():
             raise FileNotFoundError(f"{run / need} is missing: openvla-mini writes it beside checkpoints/")
-    config = json.loads((run / "config.json").read_text())
+    config = _json(run / "config.json")
     if "vla" not in config:
         raise ValueError(f"{run}/config.json has no 'vla' entry: not a Prismatic VLA run (OpenVLA-format folders load with VLAPolicy)")
     base = config["vla"]["base_vlm"]
     return {"run": run, "checkpoint": checkpoint, "base_vlm": base if base in BASE_VLMS else Path(base).name,
             "action_tokenizer": config["vla"].get("action_tokenizer", "action_tokenizer"),
-            "norm_stats": json.loads((run / "dataset_statistics.json").read_text())}
+            "norm_stats": _json(run / "dataset_statistics.json")}
 
 # %% ../../nbs/654_prismatic.ipynb #d1a6f074
 def write_prismatic_run(folder, model_state: dict, base_vlm: str, action_tokenizer: str, norm_stats: dict, step: int = 0) -> Path:
