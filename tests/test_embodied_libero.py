@@ -101,9 +101,9 @@ def test_success_is_the_first_done_after_settling_and_counts_policy_steps_only()
 
 def test_missing_assets_and_weights_fail_with_the_download_step(tmp_path, monkeypatch):
     monkeypatch.delenv("LIBERO_ASSETS", raising=False)
-    with pytest.raises(L.LiberoAssetsMissing, match="huggingface-cli download jadechoghari/libero-assets"):
+    with pytest.raises(L.LiberoAssetsMissing, match="hf download jadechoghari/libero-assets"):
         L.make_libero_env(L.suite_tasks("libero_10")[0], assets=tmp_path / "assets", config_dir=tmp_path / "cfg")
-    with pytest.raises(FileNotFoundError, match="huggingface-cli download"):
+    with pytest.raises(FileNotFoundError, match="hf download"):
         L.VLAPolicy(tmp_path / "minivla")
 
 

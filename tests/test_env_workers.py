@@ -47,7 +47,7 @@ def test_the_same_init_and_actions_replay_the_same_frames():
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_missing_simulator_is_named_with_the_workers_log():
+def test_a_missing_simulator_or_scene_is_named_in_the_error():
     no_such = {"factory": "wmrl.embodied.env_workers:RobosuiteScene", "kwargs": {"env_name": "NoSuchScene"}}
     with pytest.raises(RuntimeError, match="environment 0: .*NoSuchScene"):
         VenvEnvs([no_such], python=LIBERO_PYTHON)
@@ -98,4 +98,4 @@ def test_the_real_mode_reaches_libero_in_its_interpreter(tmp_path):
     finally:
         server.shutdown()
     assert done.returncode != 0
-    assert "LiberoAssetsMissing: LIBERO assets not found" in done.stderr, done.stderr[-3000:]  # raised in LIBERO's venv
+    assert "LiberoAssetsMissing: LIBERO assets not found" in done.stderr, done.stderr[-3000:]  # raised in the worker

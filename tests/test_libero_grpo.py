@@ -119,7 +119,7 @@ def test_the_models_real_classes_on_rendered_scenes_run_through_the_template(tmp
     assert saved and all("lora_" in name for name in saved)  # the checkpoint holds the adapters, not the frozen 1B
 
 
-def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_service(capsys):
+def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_service(capsys, tmp_path):
     """README's LIBERO-Long command, its shell variables filled in: every knob parses and validates, the real mode's
     requirements and the tasks' names included, and it stops at the progress service, which does not answer here."""
     import re
@@ -132,7 +132,12 @@ def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_servic
     command = re.sub(r"\\\n\s*", " ", text[start:text.index("\n   ```", start)])
     command = command.replace("$TASKS", " ".join(t.name for t in suite_tasks("libero_10")))
     command = re.sub(r"\$\(seq (\d+) (\d+)\)", lambda m: " ".join(map(str, range(int(m[1]), int(m[2]) + 1))), command)
-    command = command.replace("$RUN", "/nonexistent/run").replace("$QWEN", "/nonexistent/qwen")
+    from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run, write_tiny_qwen_tokenizer
+    from wmrl.embodied.vla_model import TINY_VLA
+    run = write_prismatic_run(tmp_path / "run", random_prismatic_state(TINY_VLA), "prism-qwen25-extra-dinosiglip-224px+0_5b",
+                              "extra_action_tokenizer", {"libero_10_no_noops": {"action": {"q01": [-1.0] * 7, "q99": [1.0] * 7}}})
+    qwen = write_tiny_qwen_tokenizer(tmp_path / "qwen", TINY_VLA)  # the real mode checks that both exist
+    command = command.replace("$RUN", str(run.parents[1])).replace("$QWEN", str(qwen))
     argv = shlex.split(command.replace("127.0.0.1:8001", "127.0.0.1:9"))[3:]  # port 9: nothing answers
     assert cli_reproduce_libero(argv) == 2
     err = capsys.readouterr().err

@@ -22,8 +22,9 @@ import numpy as np
 from .vector_env import ProcessEnvs
 
 # %% auto #0
-__all__ = ['MAX_MESSAGE', 'pack', 'unpack', 'write_frame', 'read_frame', 'build_scene', 'serve', 'main', 'VenvEnvs',
-           'LiberoScene', 'RobosuiteScene', 'per_task', 'scene_spec', 'instruction', 'scene_batch']
+__all__ = ['MAX_MESSAGE', 'pack', 'unpack', 'write_frame', 'read_frame', 'build_scene', 'serve', 'main', 'FakeLiberoEnv',
+           'fake_init_states', 'VenvEnvs', 'LiberoScene', 'RobosuiteScene', 'per_task', 'scene_spec', 'instruction',
+           'scene_batch']
 
 # %% ../../nbs/653_env_workers.ipynb #401e7c12
 MAX_MESSAGE = 1 << 31  # a length beyond this is a broken stream, not a frame
@@ -110,10 +111,13 @@ def serve(spec: dict, source, sink) -> None:
         except EOFError:
             return
         try:
-            answer = ["ok", getattr(env, method)(*args)]
+            if method.startswith("_"):
+                raise AttributeError(f"{method!r}: a scene's private attributes are not served")
+            reply = pack(["ok", getattr(env, method)(*args)])  # a reply that cannot cross is this request's error
         except Exception as err:
-            answer = ["error", f"{type(err).__name__}: {err}\n{traceback.format_exc()[-2000:]}"]
-        write_frame(sink, answer)
+            reply = pack(["error", f"{type(err).__name__}: {err}\n{traceback.format_exc()[-2000:]}"])
+        sink.write(struct.pack("<Q", len(reply)) + reply)
+        sink.flush()
         if method == "close":
             return
 
@@ -126,6 +130,47 @@ def main(argv=None) -> int:
     sys.stdout = sys.stderr
     serve(json.loads(argv[0]), sys.stdin.buffer, sink)
     return 0
+
+# %% ../../nbs/653_env_workers.ipynb #a0feeb3f
+class FakeLiberoEnv:
+    "LIBERO's env interface over a point end-effector and a goal (dry runs and CI only; it is not LIBERO)."
+    def __init__(self, resolution: int = 32, speed: float = 0.08, radius: float = 0.1):
+        self.resolution, self.speed, self.radius = resolution, speed, radius
+        self.eef, self.goal = np.full(3, 0.5), np.full(3, 0.5)
+
+    def seed(self, seed: int) -> None: pass
+    def close(self) -> None: pass
+
+    def reset(self) -> dict:
+        self.eef = np.full(3, 0.5)
+        return self._obs()
+
+    def set_init_state(self, state) -> dict:
+        state = np.asarray(state, dtype=float)
+        self.eef, self.goal = state[:3].copy(), state[3:6].copy()
+        return self._obs()
+
+    def step(self, action):
+        self.eef = np.clip(self.eef + self.speed * np.clip(np.asarray(action, dtype=float)[:3], -1, 1), 0, 1)
+        done = bool(np.linalg.norm(self.eef - self.goal) < self.radius)
+        return self._obs(), float(done), done, {}
+
+    def _obs(self) -> dict:
+        frame = np.zeros((self.resolution, self.resolution, 3), np.uint8)
+        for point, channel in ((self.eef, 0), (self.goal, 1)):
+            i, j = (np.clip(point[:2], 0, 0.999) * self.resolution).astype(int)
+            frame[max(0, i - 1):i + 2, max(0, j - 1):j + 2, channel] = 55 + int(200 * point[2])
+        return {"agentview_image": frame, "robot0_eef_pos": self.eef.copy(), "goal": self.goal.copy()}  # goal: the instruction's
+
+# %% ../../nbs/653_env_workers.ipynb #4dc9460a
+def fake_init_states(n: int = 50, seed: int = 0) -> np.ndarray:
+    "(n, 6) init states as LIBERO ships 50 a task: an end-effector start and a goal at least 0.3 apart."
+    rng, states = np.random.default_rng(seed), []
+    while len(states) < n:
+        start, goal = rng.uniform(0.1, 0.9, 3), rng.uniform(0.1, 0.9, 3)
+        if np.linalg.norm(start - goal) >= 0.3:
+            states.append(np.concatenate([start, goal]))
+    return np.stack(states)
 
 # %% ../../nbs/653_env_workers.ipynb #bef0c467
 class _Channel:
@@ -157,9 +202,8 @@ class _Worker:
     def exitcode(self):
         return self.popen.poll()
     def tail(self, n: int = 1500) -> str:
-        self.log.seek(0, os.SEEK_END)
-        self.log.seek(max(0, self.log.tell() - n))
-        return self.log.read().decode(errors="replace")
+        size = os.fstat(self.log.fileno()).st_size  # pread: the worker shares the file's offset, which must not move
+        return os.pread(self.log.fileno(), n, max(0, size - n)).decode(errors="replace")
 
 # %% ../../nbs/653_env_workers.ipynb #15e5cfae
 class VenvEnvs(ProcessEnvs):
@@ -187,7 +231,10 @@ class VenvEnvs(ProcessEnvs):
         ProcessEnvs.close(self)
         for proc in procs:
             for stream in (proc.popen.stdin, proc.popen.stdout, proc.log):
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:  # a dead worker's stdin still holds the frame it could not take
+                    pass
 
 # %% ../../nbs/653_env_workers.ipynb #46494a99
 class LiberoScene:
@@ -291,6 +338,8 @@ def scene_batch(pools: dict, tasks, scenes: str, resolution: int, python: str | 
     "One environment per entry of `tasks` (each its group's task where `scenes` is a family), from pools kept in `pools`."
     from collections import Counter
     keys = [task if per_task(scenes) else "" for task in tasks]
+    for key in set(pools) - set(keys):  # a task's workers live while its batches do: ten idle LIBERO pools would not fit
+        pools.pop(key).close()
     for key, n in Counter(keys).items():
         pool = pools.get(key)
         if pool is None or len(pool) < n:

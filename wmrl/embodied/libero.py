@@ -138,7 +138,9 @@ def write_libero_config(folder, assets: str | Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"benchmark_root": str(root), "bddl_files": str(root / "bddl_files"), "init_states": str(root / "init_files"),
              "datasets": str(root.parent / "datasets"), "assets": str(Path(assets) if assets else root / "assets")}
-    (folder / "config.yaml").write_text(yaml.safe_dump(paths))
+    temporary = folder / f"config.yaml.{os.getpid()}"  # written whole, then renamed: a scene starting beside this one
+    temporary.write_text(yaml.safe_dump(paths))        # in another worker never reads a half-written file
+    temporary.replace(folder / "config.yaml")
     os.environ["LIBERO_CONFIG_PATH"] = str(folder)
     return folder / "config.yaml"
 
@@ -149,7 +151,7 @@ def require_libero_assets(assets: str | Path | None = None) -> Path:
     if missing:
         raise LiberoAssetsMissing(
             f"LIBERO assets not found in {path} (missing {', '.join(missing)}): the PyPI package does not ship them and "
-            f"this machine cannot reach the hub. On a box with hub access: `huggingface-cli download {ASSET_REPO} "
+            f"this machine cannot reach the hub. On a box with hub access: `hf download {ASSET_REPO} "
             f"--local-dir {path}` (or set LIBERO_ASSETS to a copy), then rerun.")
     return path
 
@@ -282,7 +284,7 @@ class VLAPolicy:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"no VLA checkpoint at {path}: MiniVLA / OpenVLA weights come from the Hugging Face hub "
                                     "(Stanford-ILIAD's MiniVLA collection, or openvla/openvla-7b); download one with "
-                                    f"`huggingface-cli download <repo> --local-dir {path}` on a box with hub access")
+                                    f"`hf download <repo> --local-dir {path}` on a box with hub access")
         import torch
         from transformers import AutoProcessor
         self.processor = AutoProcessor.from_pretrained(path, trust_remote_code=True)

@@ -15,55 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
-from .env_workers import instruction, per_task, scene_batch, scene_spec
-from .libero import ProgressAdapter, decode_action_tokens, suite_tasks, vla_prompt
+from .env_workers import FakeLiberoEnv, fake_init_states, instruction, per_task, scene_batch, scene_spec
+from .libero import ProgressAdapter, decode_action_tokens, resolve_unnorm_key, suite_tasks, vla_prompt
 from .reward_service import checked_predict
 from .vector_env import run_lockstep
 
 # %% auto #0
-__all__ = ['EVAL_KEYS', 'FakeLiberoEnv', 'fake_init_states', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress',
-           'LiberoRunConfig', 'libero_grpo_step', 'evaluate', 'run_libero', 'cli_reproduce_libero']
-
-# %% ../../nbs/656_libero_grpo.ipynb #23f1b518
-class FakeLiberoEnv:
-    "LIBERO's env interface over a point end-effector and a goal (dry runs and CI only; it is not LIBERO)."
-    def __init__(self, resolution: int = 32, speed: float = 0.08, radius: float = 0.1):
-        self.resolution, self.speed, self.radius = resolution, speed, radius
-        self.eef, self.goal = np.full(3, 0.5), np.full(3, 0.5)
-
-    def seed(self, seed: int) -> None: pass
-    def close(self) -> None: pass
-
-    def reset(self) -> dict:
-        self.eef = np.full(3, 0.5)
-        return self._obs()
-
-    def set_init_state(self, state) -> dict:
-        state = np.asarray(state, dtype=float)
-        self.eef, self.goal = state[:3].copy(), state[3:6].copy()
-        return self._obs()
-
-    def step(self, action):
-        self.eef = np.clip(self.eef + self.speed * np.clip(np.asarray(action, dtype=float)[:3], -1, 1), 0, 1)
-        done = bool(np.linalg.norm(self.eef - self.goal) < self.radius)
-        return self._obs(), float(done), done, {}
-
-    def _obs(self) -> dict:
-        frame = np.zeros((self.resolution, self.resolution, 3), np.uint8)
-        for point, channel in ((self.eef, 0), (self.goal, 1)):
-            i, j = (np.clip(point[:2], 0, 0.999) * self.resolution).astype(int)
-            frame[max(0, i - 1):i + 2, max(0, j - 1):j + 2, channel] = 55 + int(200 * point[2])
-        return {"agentview_image": frame, "robot0_eef_pos": self.eef.copy(), "goal": self.goal.copy()}  # goal: the instruction's
-
-# %% ../../nbs/656_libero_grpo.ipynb #abadc801
-def fake_init_states(n: int = 50, seed: int = 0) -> np.ndarray:
-    "(n, 6) init states as LIBERO ships 50 a task: an end-effector start and a goal at least 0.3 apart."
-    rng, states = np.random.default_rng(seed), []
-    while len(states) < n:
-        start, goal = rng.uniform(0.1, 0.9, 3), rng.uniform(0.1, 0.9, 3)
-        if np.linalg.norm(start - goal) >= 0.3:
-            states.append(np.concatenate([start, goal]))
-    return np.stack(states)
+__all__ = ['EVAL_KEYS', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress', 'LiberoRunConfig', 'libero_grpo_step',
+           'evaluate', 'run_libero', 'cli_reproduce_libero']
 
 # %% ../../nbs/656_libero_grpo.ipynb #a55259f0
 def tiny_vla(seed: int = 0, vocab_size: int = 32_064):
@@ -146,10 +105,10 @@ class LiberoRunConfig:
 
     def __post_init__(self):
         from wmrl.embodied.vla_model import ARCHS
-        real = {"scenes='libero:SUITE'": self.scenes.startswith("libero:"), "policy_checkpoint": self.policy_checkpoint,
-                "tokenizer": self.tokenizer, "progress_url": self.progress_url}
+        real = {"scenes='libero:SUITE'": self.scenes.startswith("libero:"), "progress_url": bool(self.progress_url),
+                **{k: bool(getattr(self, k)) and Path(getattr(self, k)).exists() for k in ("policy_checkpoint", "tokenizer")}}
         if not self.dry_run and not all(real.values()):  # issue 28: no stand-in may enter a real run
-            raise ValueError(f"the real mode needs LIBERO, MiniVLA and Robometer; missing {[k for k, v in real.items() if not v]}")
+            raise ValueError(f"the real mode needs LIBERO, MiniVLA and Robometer; missing or not found: {[k for k, v in real.items() if not v]}")
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -179,9 +138,12 @@ def _setup(config: LiberoRunConfig) -> dict:
     from wmrl.embodied import vla_model as vm
     torch.manual_seed(config.seed)
     dtype = torch.bfloat16 if config.device.startswith("cuda") else None
+    unnorm = None  # random weights act in normalised units; a MiniVLA run's actions are scaled back by its statistics
     if config.policy_checkpoint:  # a MiniVLA run's weights in the same classes (nbs/654_prismatic)
         from wmrl.embodied.prismatic import load_prismatic
-        model = load_prismatic(config.policy_checkpoint, arch=vm.ARCHS[config.policy], device=config.device, dtype=dtype)[0].train()
+        model, run = load_prismatic(config.policy_checkpoint, arch=vm.ARCHS[config.policy], device=config.device, dtype=dtype)
+        stats = run["norm_stats"][resolve_unnorm_key(run["norm_stats"], config.suite)]["action"]
+        unnorm, model = (stats["q01"], stats["q99"], stats.get("mask")), model.train()  # actions as the run was trained on
     else:
         model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
     if config.policy != "text" and config.lora_rank:
@@ -190,7 +152,7 @@ def _setup(config: LiberoRunConfig) -> dict:
     judge = vm.build(config.progress_model, config.device, dtype).eval() if in_process else None
     correction = CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed)
     return {"model": model, "optimiser": torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr),
-            "corrector": WMRLCorrector(correction), "log": [], "step": 0, "dtype": dtype, "envs": [], "pools": {},
+            "corrector": WMRLCorrector(correction), "log": [], "step": 0, "dtype": dtype, "envs": [], "pools": {}, "unnorm": unnorm,
             "inits": np.arange(50) if config.scenes else fake_init_states(50, config.seed),
             "predict": checked_predict(config.progress_url) if config.progress_url else
                        frame_progress if judge is None else vm.progress_predict(judge, config.device, dtype)}
@@ -220,12 +182,12 @@ def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep
     from wmrl.embodied.prismatic import minivla_prompts
     prompts = (minivla_prompts(config.tokenizer, state["model"].arch, instructions) if config.tokenizer else
                [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions])  # bytes: a stand-in
-    return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"], keep=keep)
+    return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"], state["unnorm"], keep)
 
 def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:
     "The step's (task, init) groups, drawn from the training inits by (seed, step): a resumed run draws the same."
     rng = np.random.default_rng([config.seed, step])
-    return [(config.tasks[i % len(config.tasks)], int(init))
+    return [(config.tasks[(step * config.groups + i) % len(config.tasks)], int(init))  # every task in turn, groups=1 too
             for i, init in enumerate(rng.choice(config.train_inits, config.groups, replace=False))]
 
 # %% ../../nbs/656_libero_grpo.ipynb #1ff002da
@@ -321,7 +283,9 @@ def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> d
                 ok = json.loads(done.read_text())
             else:
                 act = _sampler(state, config, [instruction(config.scenes, task)] * len(rows), seed=10**6 + config.seed + 7919 * t + s, keep=False)
-                ok = run_lockstep(_envs(state, config, [task] * len(rows)), state["inits"][rows], act, config.max_steps)[0].tolist()
+                ok = []  # an init's G episodes at a time: G scenes alive, not inits x G
+                for c in range(0, len(rows), G):
+                    ok += run_lockstep(_envs(state, config, [task] * G), state["inits"][rows[c:c + G]], act, config.max_steps)[0].tolist()
                 if done:  # written whole or not at all: a kill mid-write leaves no half file to resume from
                     done.parent.mkdir(exist_ok=True); done.with_suffix(".tmp").write_text(json.dumps(ok))
                     done.with_suffix(".tmp").replace(done)

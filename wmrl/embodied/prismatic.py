@@ -180,7 +180,10 @@ def prismatic_run(path, step: int | None = None) -> dict:
     config = _json(run / "config.json")
     if "vla" not in config:
         raise ValueError(f"{run}/config.json has no 'vla' entry: not a Prismatic VLA run (OpenVLA-format folders load with VLAPolicy)")
-    base = config["vla"]["base_vlm"]
+    base, frames = config["vla"]["base_vlm"], config["vla"].get("image_sequence_len", 1)
+    if frames != 1 or config["vla"].get("use_wrist_image"):  # openvla-mini's -t2 and -wrist runs read more than one frame
+        raise ValueError(f"{run}: a run that reads {frames} frames{' and the wrist camera' if config['vla'].get('use_wrist_image') else ''}; "
+                         "the kit's PrismaticVLA reads one agentview frame")
     return {"run": run, "checkpoint": checkpoint, "base_vlm": base if base in BASE_VLMS else Path(base).name,
             "action_tokenizer": config["vla"].get("action_tokenizer", "action_tokenizer"),
             "norm_stats": _json(run / "dataset_statistics.json")}
@@ -217,7 +220,7 @@ def load_prismatic(path, step: int | None = None, arch: dict = MINIVLA_1B, devic
     rows = saved["model"].get("llm_backbone", {}).get("llm.model.embed_tokens.weight", torch.empty(0)).shape[0]
     if rows != vocab["rows"]:
         raise ValueError(f"{run['checkpoint']}: {rows} embedding rows, but {run['base_vlm']}'s tokenizer gives {vocab['rows']}")
-    model = PrismaticVLA({**arch, "text_vocab": vocab["text_vocab"]})
+    model = PrismaticVLA({**arch, "llm": {**arch["llm"], "vocab_size": rows}, "text_vocab": vocab["text_vocab"]})
     state, unused = convert_prismatic(saved["model"], model)
     _check_unused(unused, arch)
     model.load_state_dict(state)
