@@ -174,13 +174,21 @@ def fake_init_states(n: int = 50, seed: int = 0) -> np.ndarray:
 
 # %% ../../nbs/653_env_workers.ipynb #bef0c467
 class _Channel:
-    "A worker's stdin and stdout as a pipe: send, recv, poll."
+    "A worker's stdin and stdout as a pipe: send, recv (with a deadline), poll."
+    timeout = 1800.0  # seconds an answer may take (a LIBERO scene builds in tens): past it the worker is stuck, and killed
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
     def send(self, obj) -> None:
         write_frame(self.popen.stdin, obj)
     def recv(self):
-        return read_frame(self.popen.stdout)
+        if not self.poll(self.timeout):  # one request, one frame: nothing can wait in the reader's buffer meanwhile
+            self.popen.kill()
+            raise EOFError(f"no answer in {self.timeout:.0f} s")
+        try:
+            return read_frame(self.popen.stdout)
+        except (EOFError, ValueError, KeyError, IndexError, struct.error) as err:  # closed, or a frame nothing can follow
+            self.popen.kill()
+            raise EOFError(f"no usable answer ({err})") from None
     def poll(self, timeout: float) -> bool:
         return bool(select.select([self.popen.stdout], [], [], timeout)[0])
 
