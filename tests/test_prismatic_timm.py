@@ -15,7 +15,7 @@ def timm_or_skip():
     try:
         import timm
     except Exception as error:  # ImportError without timm; a RuntimeError when torchvision's ops cannot load
-        pytest.skip(f"timm does not import here ({type(error).__name__}); runs on the GPU image and wherever it does")
+        pytest.skip(f"timm does not import here ({type(error).__name__}); `make timm-check` runs these, as does the GPU image")
     return timm
 
 

@@ -19,7 +19,7 @@ import traceback
 
 import numpy as np
 
-from .vector_env import ProcessEnvs
+from .vector_env import ProcessEnvs, call_members
 
 # %% auto #0
 __all__ = ['MAX_MESSAGE', 'pack', 'unpack', 'write_frame', 'read_frame', 'build_scene', 'serve', 'main', 'FakeLiberoEnv',
@@ -226,13 +226,8 @@ class VenvEnvs(ProcessEnvs):
             self._procs.append(_Worker(popen, log))
         self._ready()
 
-    def _answer(self, b: int):
-        try:
-            return ProcessEnvs._answer(self, b)
-        except RuntimeError as err:
-            if "died" not in str(err):
-                raise
-            raise RuntimeError(f"{err}; its log ends:\n{self._procs[b].tail()}") from None
+    def _died(self, b: int) -> RuntimeError:
+        return RuntimeError(f"{ProcessEnvs._died(self, b)}; its log ends:\n{self._procs[b].tail()}")
 
     def close(self) -> None:
         procs = list(self._procs)
@@ -322,24 +317,7 @@ class _Joined:
     def __len__(self) -> int:
         return len(self.members)
     def call_many(self, index, method: str, args) -> list:
-        sent, errors = [], []
-        for i, a in zip(index, args):
-            pool, b = self.members[int(i)]
-            try:
-                pool._pipes[b].send((method, tuple(a)))
-                sent.append((pool, b))
-            except (BrokenPipeError, OSError):
-                errors.append(RuntimeError(f"environment {int(i)}'s process died before {method}"))
-                break
-        answers = []
-        for pool, b in sent:  # every sent request is answered and read: no stale answer is left in a pipe
-            try:
-                answers.append(pool._answer(b))
-            except RuntimeError as err:
-                errors.append(err)
-        if errors:
-            raise errors[0]
-        return answers
+        return call_members([self.members[int(i)] for i in index], method, args)
 
 # %% ../../nbs/653_env_workers.ipynb #e3a2378b
 def scene_batch(pools: dict, tasks, scenes: str, resolution: int, python: str | None = None, make=None) -> _Joined:

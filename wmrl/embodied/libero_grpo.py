@@ -157,8 +157,6 @@ def _setup(config: LiberoRunConfig) -> dict:
             "predict": checked_predict(config.progress_url) if config.progress_url else
                        frame_progress if judge is None else vm.progress_predict(judge, config.device, dtype)}
 
-
-
 # %% ../../nbs/656_libero_grpo.ipynb #31f3c5ea
 def _envs(state: dict, config: LiberoRunConfig, tasks: list[str]):
     "An environment per episode, each of its task's scene, reused by every step (env_workers' table of `scenes`)."

@@ -7,6 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/prismatic.html.md"""
 # %% ../../nbs/654_prismatic.ipynb #60cfe0f8
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -282,9 +283,6 @@ def write_tiny_qwen_tokenizer(folder, arch: dict) -> Path:
     return Path(folder)
 
 # %% ../../nbs/654_prismatic.ipynb #c2dea846
-import functools  # noqa: E402
-
-
 @functools.lru_cache(maxsize=4)
 def _tokenizer(path: str, bpe: int, added: int, text_vocab: int):
     from transformers import AutoTokenizer

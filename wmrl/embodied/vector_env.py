@@ -16,7 +16,7 @@ import numpy as np
 from .libero import DUMMY_ACTION, MAX_STEPS, ROLLOUTS_PER_INIT, SETTLE_STEPS, init_states
 
 # %% auto #0
-__all__ = ['ProcessEnvs', 'MetaWorldScene', 'run_lockstep', 'evaluate_libero']
+__all__ = ['ProcessEnvs', 'call_members', 'MetaWorldScene', 'run_lockstep', 'evaluate_libero']
 
 # %% ../../nbs/659_vector_env.ipynb #4e0f68b3
 def _worker(pipe, factory) -> None:
@@ -68,35 +68,42 @@ class ProcessEnvs:
         try:
             status, value = self._pipes[b].recv()
         except (EOFError, OSError):
-            self._procs[b].join(5)
-            raise RuntimeError(f"environment {b}'s process died (exit code {self._procs[b].exitcode})") from None
+            raise self._died(b) from None
         if status != "ok":
             raise RuntimeError(f"environment {b}: {value}")
         return value
 
+    def _died(self, b: int) -> RuntimeError:
+        "The error for a worker that is gone (a subclass adds what else it knows, such as the worker's log)."
+        self._procs[b].join(5)
+        return RuntimeError(f"environment {b}'s process died (exit code {self._procs[b].exitcode})")
+
 # %% ../../nbs/659_vector_env.ipynb #b9981c57
-def _call_many(self: ProcessEnvs, index, method: str, args) -> list:
-    "Send `method(*args[i])` to environment index[i] for every i, then collect the answers in the same order."
-    index, sent = [int(b) for b in index], []
-    for b, a in zip(index, args):
+def call_members(members, method: str, args) -> list:
+    """Send `method(*args[i])` to members[i] = (pool, environment index in it) for every i, then collect the answers in
+    the same order: every scene of a tick steps at once, even across pools."""
+    sent = []
+    for (pool, b), a in zip(members, args):
         try:
-            self._pipes[b].send((method, tuple(a)))
-            sent.append(b)
+            pool._pipes[b].send((method, tuple(a)))
+            sent.append((pool, b))
         except (BrokenPipeError, OSError):
             break
     answers, errors = [], []
-    for b in sent:  # every sent request is answered and read, an error or not: no stale answer is left in a pipe
+    for pool, b in sent:  # every sent request is answered and read, an error or not: no stale answer is left in a pipe
         try:
-            answers.append(self._answer(b))
+            answers.append(pool._answer(b))
         except RuntimeError as err:
             errors.append(err)
-    if len(sent) < len(index):
-        self._procs[index[len(sent)]].join(5)
-        errors.append(RuntimeError(f"environment {index[len(sent)]}'s process died "
-                                   f"(exit code {self._procs[index[len(sent)]].exitcode})"))
+    if len(sent) < len(members):
+        errors.append(members[len(sent)][0]._died(members[len(sent)][1]))
     if errors:
         raise errors[0]
     return answers
+
+def _call_many(self: ProcessEnvs, index, method: str, args) -> list:
+    "Send `method(*args[i])` to environment index[i] for every i, then collect the answers in the same order."
+    return call_members([(self, int(b)) for b in index], method, args)
 
 class _First:
     "The first n environments of a pool, as a batch of their own (len n; call_many passes through)."
