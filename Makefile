@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied timm-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup setup-system setup-embodied timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -103,6 +103,17 @@ timm-check:
 	test -x $(IMAGE_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
 	$(IMAGE_VENV)/bin/pip install --quiet $(TIMM_PACKAGES)
 	PYTHONPATH=$(CURDIR) $(IMAGE_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_prismatic_timm.py
+
+## vqbet-check: MiniVLA's VQ action codec (nbs/651_action_codecs) against vq_bet's own VqVae, whose source is on GitHub
+## (not PyPI): cloned at the commit openvla-mini's VQ tokenizers were read against, with einops, its one extra dependency
+VQ_BET_SRC ?= $(VENV)/vq_bet
+VQ_BET_COMMIT := 09d4851288ca5deaaa1ab367a208e520f8ee9a84
+vqbet-check: setup
+	test -d $(VQ_BET_SRC)/.git || { git clone -q https://github.com/jayLEE0301/vq_bet_official $(VQ_BET_SRC) && \
+		git -C $(VQ_BET_SRC) checkout -q $(VQ_BET_COMMIT); }
+	test "$$(git -C $(VQ_BET_SRC) rev-parse HEAD)" = $(VQ_BET_COMMIT)  # the commit the codec was read against
+	$(PY) -m pip install -q --target $(VENV)/vq_bet_deps einops==0.8.1
+	VQ_BET_SRC=$(VQ_BET_SRC) PYTHONPATH=$(VENV)/vq_bet_deps $(PY) -m pytest -q -p no:cacheprovider tests/test_vq_bet.py
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
 setup-system:

@@ -142,3 +142,39 @@ def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_servic
     assert cli_reproduce_libero(argv) == 2
     err = capsys.readouterr().err
     assert "no progress-model service answers" in err, err  # the last check before any episode
+
+
+def test_a_vq_minivla_run_samples_and_trains_over_its_codes(tmp_path):
+    """A VQ MiniVLA run (libero_vq_extra_action_tokenizer) with its VQ-VAE folder: the loop's sampler draws 7 codes among
+    the last 128 ids, and the update's log-probs are over those same 128 (over 256 they would differ, silently)."""
+    pytest.importorskip("peft")
+    import torch
+
+    from wmrl.embodied.action_codecs import VQ_TOKENIZERS, write_vq_folder
+    from wmrl.embodied.env_workers import FakeLiberoEnv
+    from wmrl.embodied.libero_grpo import LiberoRunConfig, _sampler, _setup, _update_batch
+    from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run
+    from wmrl.embodied.vector_env import run_lockstep
+    from wmrl.embodied.vla_grpo import action_log_probs
+    from wmrl.embodied.vla_model import TINY_VLA
+    stats = {"libero_10_no_noops": {"action": {"q01": [-1.0] * 7, "q99": [1.0] * 7}}}
+    run = write_prismatic_run(tmp_path / "run", random_prismatic_state(TINY_VLA), "prism-qwen25-extra-dinosiglip-224px+0_5b",
+                              "libero_vq_extra_action_tokenizer", stats).parents[1]
+    vq = write_vq_folder(tmp_path / "vq" / VQ_TOKENIZERS["libero_vq_extra_action_tokenizer"][0], latent=32)
+    with pytest.raises(ValueError, match="pass that folder as vq_dir"):
+        _setup(LiberoRunConfig(policy="tiny-vla", policy_checkpoint=str(run), lora_rank=4))
+    config = LiberoRunConfig(policy="tiny-vla", policy_checkpoint=str(run), vq_dir=str(vq), lora_rank=4)
+    state = _setup(config)
+    sampler = _sampler(state, config, ["put the bowl on the plate"] * 2, seed=0)
+    run_lockstep([FakeLiberoEnv() for _ in range(2)], state["inits"][:2], sampler, max_steps=2)
+    tokens = torch.stack([r[3] for r in sampler.rows])
+    assert tokens.shape == (4, 7) and int(tokens.min()) >= TINY_VLA["text_vocab"] - 128
+    tensors, extra = _update_batch(state, config, sampler.rows)
+    assert extra["bins"] == 128 and extra["vocab_size"] == TINY_VLA["text_vocab"]
+    with torch.no_grad():
+        again = action_log_probs(state["model"], *tensors[:3], config.temperature, **extra)
+        wrong = action_log_probs(state["model"], *tensors[:3], config.temperature, **{**extra, "bins": 256})
+    old = torch.stack([r[4] for r in sampler.rows])
+    assert torch.allclose(again, old, atol=1e-5) and not torch.allclose(wrong, old, atol=1e-3)
+    with pytest.raises(ValueError, match="needs that run as policy_checkpoint"):
+        LiberoRunConfig(policy="tiny-vla", vq_dir=str(vq))

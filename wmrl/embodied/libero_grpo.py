@@ -100,6 +100,7 @@ class LiberoRunConfig:
     progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
     policy_checkpoint: str = ""  # a MiniVLA run (openvla-mini's Prismatic layout) the VLA policy starts from; "": random
     tokenizer: str = ""  # Qwen2.5's tokenizer files: MiniVLA's prompts (minivla_prompts); "": bytes of OpenVLA's prompt
+    vq_dir: str = ""  # a VQ run's VQ-VAE folder (openvla-mini's vq/pretrain_vq+...); "": the run's actions are binned
     env_processes: bool = False  # one process per environment (LIBERO's scenes step on the CPU, one core each)
     recompute_old_logp: bool = True  # the PPO ratio's reference: the update's own pass (on-policy), not the sampler's
 
@@ -119,6 +120,8 @@ class LiberoRunConfig:
             raise ValueError(f"policy must be one of {['text', *vlas]} and progress_model one of {['frames', *judges]}")
         if (self.policy_checkpoint or self.tokenizer) and self.policy == "text":
             raise ValueError("policy_checkpoint and tokenizer are a VLA policy's (tiny-vla, minivla-1b), not 'text''s")
+        if self.vq_dir and not self.policy_checkpoint:
+            raise ValueError("vq_dir decodes a VQ MiniVLA run's actions: it needs that run as policy_checkpoint")
         if self.progress_model == "frames" and self.scenes and not self.progress_url:
             raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
         if self.policy != "text" and not self.lora_rank and self.device.startswith("cuda"):
@@ -141,7 +144,8 @@ def _setup(config: LiberoRunConfig) -> dict:
     unnorm = None  # random weights act in normalised units; a MiniVLA run's actions are scaled back by its statistics
     if config.policy_checkpoint:  # a MiniVLA run's weights in the same classes (nbs/654_prismatic)
         from wmrl.embodied.prismatic import load_prismatic
-        model, run = load_prismatic(config.policy_checkpoint, arch=vm.ARCHS[config.policy], device=config.device, dtype=dtype)
+        model, run = load_prismatic(config.policy_checkpoint, arch=vm.ARCHS[config.policy], device=config.device, dtype=dtype,
+                                    vq_dir=config.vq_dir or None)  # a VQ run carries its VQ-VAE's codec
         stats = run["norm_stats"][resolve_unnorm_key(run["norm_stats"], config.suite)]["action"]
         unnorm, model = (stats["q01"], stats["q99"], stats.get("mask")), model.train()  # actions as the run was trained on
     else:
@@ -198,10 +202,12 @@ def _update_batch(state: dict, config: LiberoRunConfig, rows) -> tuple[tuple, di
         ids, mask = left_pad([torch.tensor(r[1]) for r in rows])
         tensors, extra = (ids, mask, torch.stack([r[2] for r in rows]), torch.stack([r[3] for r in rows])), {}
     else:
+        from wmrl.embodied.action_codecs import action_codec
         from wmrl.embodied.vla_model import rows_batch
         b = rows_batch(rows, config.device, state["dtype"])
         tensors = (b["input_ids"], b["attention_mask"], b["tokens"], b["old_logp"])
-        extra = {"pixel_values": b["pixel_values"], "vocab_size": state["model"].text_vocab}
+        codec = action_codec(state["model"])  # the ids the sampler drew over: the update's softmax is over the same
+        extra = {"pixel_values": b["pixel_values"], "vocab_size": codec.text_vocab, "bins": codec.bins}
     if config.recompute_old_logp:  # one optimiser step a batch: the update's own pass is the reference (ratio 1)
         tensors = (*tensors[:3], None)
     return tensors, extra
@@ -259,7 +265,7 @@ def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
 
 # %% ../../nbs/656_libero_grpo.ipynb #ddd3c141
 EVAL_KEYS = ("tasks", "eval_inits", "id_eval_inits", "rollouts", "max_steps", "temperature", "seed", "policy", "scenes",
-             "frame_px", "lora_rank", "progress_model", "progress_url", "policy_checkpoint", "tokenizer")
+             "frame_px", "lora_rank", "progress_model", "progress_url", "policy_checkpoint", "tokenizer", "vq_dir")
 
 def _eval_tag(state: dict, config: LiberoRunConfig) -> str:
     "The step and a hash of every knob an evaluation's outcome depends on: another evaluation never reads these files."
@@ -328,7 +334,8 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="run folder (resumes from its checkpoint.pt)")
     parser.add_argument("--dry-run", action="store_true", help="stand-ins allowed (without it, LIBERO, MiniVLA, Robometer)")
     ints, floats = ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"), ("lr", "temperature", "anchor_fraction")
-    strings = ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "env_python", "method")
+    strings = ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "vq_dir",
+               "env_python", "method")
     for knob, kind in [*((k, int) for k in ints), *((k, float) for k in floats), *((k, str) for k in strings)]:
         parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, default=None, help=f"LiberoRunConfig.{knob}")
     for knob, kind in (("tasks", str), ("train_inits", int), ("eval_inits", int), ("id_eval_inits", int)):  # lists

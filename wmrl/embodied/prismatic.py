@@ -12,11 +12,12 @@ import json
 import re
 from pathlib import Path
 
+from .action_codecs import VQ_TOKENIZERS, load_vq
 from .vla_model import MINIVLA_1B, PrismaticVLA
 
 # %% auto #0
-__all__ = ['BASE_VLMS', 'BINNED_TOKENIZERS', 'EMBEDDING_KEYS', 'FEATURIZERS', 'STEP', 'UNREAD', 'TIMM_MODELS', 'QWEN_SYSTEM',
-           'QWEN_SPECIALS', 'prismatic_vocab', 'convert_vit', 'timm_shapes', 'convert_prismatic',
+__all__ = ['BASE_VLMS', 'BINNED_TOKENIZERS', 'EMBEDDING_KEYS', 'FEATURIZERS', 'STEP', 'UNREAD', 'VQ_NAME', 'TIMM_MODELS',
+           'QWEN_SYSTEM', 'QWEN_SPECIALS', 'prismatic_vocab', 'convert_vit', 'timm_shapes', 'convert_prismatic',
            'random_prismatic_state', 'prismatic_run', 'write_prismatic_run', 'load_prismatic', 'timm_parity',
            'minivla_prompt', 'write_tiny_qwen_tokenizer', 'minivla_prompts']
 
@@ -31,14 +32,14 @@ def prismatic_vocab(base_vlm: str, action_tokenizer: str, arch: dict = MINIVLA_1
     "len(tokenizer), the embedding rows and the vocabulary the action bins count back from, as openvla-mini sets them."
     if base_vlm not in BASE_VLMS:
         raise ValueError(f"base VLM {base_vlm!r} is not one the kit's PrismaticVLA builds; it builds {sorted(BASE_VLMS)}")
-    if action_tokenizer not in BINNED_TOKENIZERS:
+    if action_tokenizer not in (*BINNED_TOKENIZERS, *VQ_TOKENIZERS):
         raise NotImplementedError(
-            f"action tokenizer {action_tokenizer!r} decodes through a model the kit does not carry (VQ: vq_bet's residual "
-            f"VQ-VAE and its checkpoint; FAST: a DCT + BPE processor); wmrl decodes the binned ones, {BINNED_TOKENIZERS}")
+            f"action tokenizer {action_tokenizer!r} is not one the kit decodes (FAST needs a DCT + BPE processor it does "
+            f"not carry); it decodes the binned {BINNED_TOKENIZERS} and the VQ {tuple(VQ_TOKENIZERS)}")
     length = arch["bpe_vocab"] + arch["added_tokens"] + BASE_VLMS[base_vlm]
     rows = -(-length // 64) * 64  # resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
-    return {"tokenizer_len": length, "rows": rows,
-            "text_vocab": length if action_tokenizer == "extra_action_tokenizer" else arch["bpe_vocab"]}
+    extra = VQ_TOKENIZERS[action_tokenizer][1] if action_tokenizer in VQ_TOKENIZERS else action_tokenizer == "extra_action_tokenizer"
+    return {"tokenizer_len": length, "rows": rows, "text_vocab": length if extra else arch["bpe_vocab"]}
 
 # %% ../../nbs/654_prismatic.ipynb #33bdd68e
 _LAYER = {"dino": "encoder.layer.{}.", "siglip": "encoder.layers.{}."}
@@ -210,11 +211,31 @@ def _check_unused(unused: list[str], arch: dict) -> None:
     if strange:
         raise ValueError(f"{len(strange)} checkpoint tensors have no place in the kit's model, e.g. {strange[:3]}: another architecture")
 
-def load_prismatic(path, step: int | None = None, arch: dict = MINIVLA_1B, device=None, dtype=None) -> tuple:
-    "A MiniVLA run -> (PrismaticVLA with its weights, the run's settings): the policy the GRPO loop and Table 3 use."
+# %% ../../nbs/654_prismatic.ipynb #1a0db3bf
+VQ_NAME = re.compile(r"\+fach-(\d+)\+ng-(\d+)\+nemb-(\d+)\+")
+
+def _vq_codec(tokenizer: str, vq_dir, text_vocab: int):
+    "A VQ run's codec from the VQ-VAE folder it was trained with, held to the shape its tokenizer's folder name gives."
+    if not vq_dir:
+        raise ValueError(f"the run's {tokenizer} decodes through vq/{VQ_TOKENIZERS[tokenizer][0]} (Hugging Face "
+                         "Stanford-ILIAD/pretrain_vq): pass that folder as vq_dir")
+    codec = load_vq(vq_dir, text_vocab)
+    h, g, k = (int(x) for x in VQ_NAME.search(VQ_TOKENIZERS[tokenizer][0]).groups())
+    if (codec.horizon, codec.n_tokens, codec.bins) != (h + 1, g, k):
+        raise ValueError(f"{vq_dir}: a chunk of {codec.horizon}, {codec.n_tokens} codebooks of {codec.bins}; the run's "
+                         f"{tokenizer} was trained with {h + 1}, {g} of {k} ({VQ_TOKENIZERS[tokenizer][0]})")
+    return codec
+
+# %% ../../nbs/654_prismatic.ipynb #c2ed2f4a
+def load_prismatic(path, step: int | None = None, arch: dict = MINIVLA_1B, device=None, dtype=None, vq_dir=None) -> tuple:
+    "A MiniVLA run -> (PrismaticVLA with its weights and action codec, the run's settings): the loop's and Table 3's policy."
     import torch
     run = prismatic_run(path, step)
     vocab = prismatic_vocab(run["base_vlm"], run["action_tokenizer"], arch)
+    vq = run["action_tokenizer"] in VQ_TOKENIZERS
+    if vq_dir and not vq:
+        raise ValueError(f"{run['run']} writes binned actions ({run['action_tokenizer']}): it has no VQ-VAE to pass as vq_dir")
+    codec = _vq_codec(run["action_tokenizer"], vq_dir, vocab["text_vocab"]) if vq else None
     saved = torch.load(run["checkpoint"], map_location="cpu", weights_only=True)
     if not isinstance(saved, dict) or not isinstance(saved.get("model"), dict):
         raise ValueError(f"{run['checkpoint']}: expected {{'model': {{...}}}}, as openvla-mini saves, got {type(saved).__name__}")
@@ -225,6 +246,8 @@ def load_prismatic(path, step: int | None = None, arch: dict = MINIVLA_1B, devic
     state, unused = convert_prismatic(saved["model"], model)
     _check_unused(unused, arch)
     model.load_state_dict(state)
+    if codec is not None:
+        model.action_codec = codec  # the sampler and the update read n_tokens, bins and decode from it (action_codec)
     return model.to(device=device, dtype=dtype).eval(), {**run, **vocab}
 
 # %% ../../nbs/654_prismatic.ipynb #2bd10739

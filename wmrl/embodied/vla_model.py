@@ -11,7 +11,8 @@ import functools
 
 import numpy as np
 
-from .libero import decode_action_tokens, libero_gripper, minivla_image, unnormalize
+from .action_codecs import action_codec
+from .libero import libero_gripper, minivla_image, unnormalize
 from .vla_grpo import left_pad, sample_action_tokens
 
 # %% auto #0
@@ -307,11 +308,12 @@ class VLASampler:
     def __call__(self, observations, active):
         index = np.flatnonzero(active)
         images = np.stack([self.image(observations[b]["agentview_image"], self.size) for b in index])
+        codec = action_codec(self.model)  # binned, or the VQ-VAE a VQ run was loaded with
         tokens, logp = sample_action_tokens(self.model, *_prompt_batch([self.prompts[b] for b in index], self.device),
-                                            temperature=self.temperature, generator=self.generator,
-                                            vocab_size=self.model.text_vocab, pixel_values=vla_pixels(images, self.device, self.dtype))
+                                            codec.n_tokens, self.temperature, self.generator, codec.text_vocab, codec.bins,
+                                            pixel_values=vla_pixels(images, self.device, self.dtype))
         actions = np.zeros((len(observations), 7))
-        normalised = decode_action_tokens(tokens.cpu().numpy(), self.model.text_vocab)
+        normalised = codec.decode(tokens.cpu().numpy())
         actions[index] = libero_gripper(normalised if self.unnorm is None else unnormalize(normalised, *self.unnorm))
         if self.keep:
             self.rows += [(int(b), self.prompts[b], im, t.cpu(), lp.cpu()) for b, im, t, lp in zip(index, images, tokens, logp)]
