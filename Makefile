@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup setup-system setup-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -46,6 +46,28 @@ $(LIBERO_VENV)/.installed: pyproject.toml
 	$(LIBERO_VENV)/bin/python -m pip install -q -e . "numpy<2"
 	MUJOCO_GL=egl $(LIBERO_VENV)/bin/python -c "import robosuite, mujoco, numpy; from wmrl.embodied.libero import suite_tasks; \
 		print('LIBERO venv ready:', len(suite_tasks('libero_10')), 'libero_10 tasks; numpy', numpy.__version__)"
+	touch $@
+
+## setup-robometer: Robometer's own environment ($(VENV)/robometer, Python 3.10 as its pyproject requires) for its eval
+## server, pinned by requirements/robometer.lock; its source is on GitHub (not PyPI), cloned at ROBOMETER_COMMIT. Then
+## reproductions/robometer_check.py checks, inside it, the imports and the kit's requests and answers against Robometer's
+## own parsing (on a GPU box add ROBOMETER_CHECK=--gpu: the eval server imports unsloth, which needs an accelerator).
+ROBOMETER_PYTHON ?= python3.10
+ROBOMETER_VENV ?= $(VENV)/robometer
+ROBOMETER_SRC ?= $(VENV)/robometer-src
+ROBOMETER_COMMIT := c7f38e266e1c00ec1203f4f8dbfa64de36590a0c
+ROBOMETER_CHECK ?=
+setup-robometer: $(ROBOMETER_VENV)/.installed
+
+$(ROBOMETER_VENV)/.installed: requirements/robometer.lock
+	test -d $(ROBOMETER_SRC)/.git || { git clone -q https://github.com/robometer/robometer $(ROBOMETER_SRC) && \
+		git -C $(ROBOMETER_SRC) checkout -q $(ROBOMETER_COMMIT); }
+	test "$$(git -C $(ROBOMETER_SRC) rev-parse HEAD)" = $(ROBOMETER_COMMIT)  # the commit the lock was resolved for
+	test -x $(ROBOMETER_VENV)/bin/python || $(ROBOMETER_PYTHON) -m venv $(ROBOMETER_VENV)
+	$(ROBOMETER_VENV)/bin/python -m pip install -q -U pip
+	$(ROBOMETER_VENV)/bin/python -m pip install -q -r requirements/robometer.lock
+	$(ROBOMETER_VENV)/bin/python -m pip install -q --no-deps -e $(ROBOMETER_SRC)
+	PYTHONPATH=$(CURDIR) $(ROBOMETER_VENV)/bin/python -W ignore reproductions/robometer_check.py $(ROBOMETER_CHECK)
 	touch $@
 
 ## lock: re-resolve requirements/cpu.lock from pyproject.toml's CPU extras (newest releases; pip-tools in its own venv),
