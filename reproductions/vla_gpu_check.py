@@ -258,6 +258,10 @@ def summarise(path: Path) -> int:
           f"kit's loop); 2,000 steps of one group ~ {2000 * (play + update[12]) / 3600:.0f} h or "
           f"~ {2000 * (play + update[520]) / 3600:.0f} h; Table 3's 4,000 episodes in locksteps of {a['envs']} ~ "
           f"{4000 / a['envs'] * play / 3600:.1f} h")
+    per_k = 1000 / top * got["update_s"][top]  # the SFT's step is the update's forward and backward, LoRA, micro-batch top
+    print(f"SFT (wmrl sft libero, the same forward and backward): ~ {per_k:.0f} s per 1,000 demonstration rows an epoch, "
+          f"so the paper's 5 epochs ~ {5 * per_k / 60:.1f} min per 1,000 rows (`wmrl sft libero` prints the rows of "
+          f"its demonstrations); its memory is the plan's without the progress model")
     return 0
 
 

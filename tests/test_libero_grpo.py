@@ -178,3 +178,43 @@ def test_a_vq_minivla_run_samples_and_trains_over_its_codes(tmp_path):
     assert torch.allclose(again, old, atol=1e-5) and not torch.allclose(wrong, old, atol=1e-3)
     with pytest.raises(ValueError, match="needs that run as policy_checkpoint"):
         LiberoRunConfig(policy="tiny-vla", vq_dir=str(vq))
+
+
+def test_the_readmes_sft_command_runs_and_the_loop_starts_from_its_folder(tmp_path, capsys):
+    """Item 8's SFT command on tiny files in LIBERO's layout (a tiny MiniVLA run, one demonstration file per libero_10
+    task, Qwen2's tokenizer class): it trains, and the GRPO loop's policy from the SFT folder acts with the SFT's
+    statistics (the public runs are LIBERO-90's: without this step Table 3's start cannot be made)."""
+    pytest.importorskip("peft")
+    pytest.importorskip("h5py")
+    import re
+    import shlex
+
+    import numpy as np
+
+    from wmrl.embodied.libero import suite_tasks
+    from wmrl.embodied.libero_grpo import LiberoRunConfig, _setup
+    from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run, write_tiny_qwen_tokenizer
+    from wmrl.embodied.sft import cli_sft_libero, write_demo_file
+    from wmrl.embodied.vla_model import TINY_VLA
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = text.index(".venv/bin/wmrl sft libero")
+    command = re.sub(r"\\\n\s*", " ", text[start:text.index("\n", text.index("--demos-per-task", start))])
+    names = [t.name for t in suite_tasks("libero_10")]
+    rng = np.random.default_rng(0)
+    for name in names:
+        actions = np.column_stack([rng.uniform(-1, 1, (6, 6)), np.where(np.arange(6) < 3, -1.0, 1.0)])
+        write_demo_file(tmp_path / f"{name}_demo.hdf5", name.lower(), [(rng.integers(0, 256, (6, 32, 32, 3)), actions)])
+    run90 = write_prismatic_run(tmp_path / "run90", random_prismatic_state(TINY_VLA), "prism-qwen25-extra-dinosiglip-224px+0_5b",
+                                "extra_action_tokenizer", {"libero_90": {"action": {"q01": [-1.0] * 7, "q99": [1.0] * 7}}})
+    qwen = write_tiny_qwen_tokenizer(tmp_path / "qwen", TINY_VLA)
+    command = (command.replace("$RUN90", str(run90.parents[1])).replace("$DEMOS/libero_10", str(tmp_path))
+               .replace("$TASKS", " ".join(names)).replace("$QWEN", str(qwen))
+               .replace("runs/minivla_sft", str(tmp_path / "sft")).replace("--device cuda", "--device cpu"))
+    argv = shlex.split(command)[3:] + ["--policy", "tiny-vla", "--epochs", "1", "--lora-rank", "4", "--no-progress"]
+    assert cli_sft_libero(argv) == 0, capsys.readouterr().err
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["rows"] == len(names) * 6 and len(printed["losses"]) == 1
+    state = _setup(LiberoRunConfig(policy="tiny-vla", policy_checkpoint=str(tmp_path / "sft"), lora_rank=4))
+    saved = json.loads((tmp_path / "sft" / "dataset_statistics.json").read_text())["libero_10_no_noops"]["action"]
+    assert list(state["unnorm"][0]) == saved["q01"] and list(state["unnorm"][1]) == saved["q99"]
+    assert sum("lora_" in n for n, _ in state["model"].named_parameters()) > 0  # GRPO's own adapters on the merged policy

@@ -34,6 +34,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "run the embodied miniature (four arms x seeds on Meta-World, papermill) in Table 3's columns"),
     (("reproduce", "libero"), "wmrl.embodied.libero_grpo:cli_reproduce_libero",
      "run LIBERO GRPO with WMRL (papermill; --dry-run: stand-ins for LIBERO, the VLA and Robometer)"),
+    (("sft", "libero"), "wmrl.embodied.sft:cli_sft_libero",
+     "fine-tune a MiniVLA run on LIBERO's demonstrations (one a task, LoRA): the LIBERO GRPO loop's start"),
     (("serve", "progress"), "wmrl.embodied.reward_service:cli_serve_progress",
      "serve a Robometer-shaped progress model (random weights) behind Robometer's HTTP protocol"),
     (("prior", "fit"), "wmrl.world_model.prior:cli_fit_prior",

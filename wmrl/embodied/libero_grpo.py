@@ -135,6 +135,22 @@ class LiberoRunConfig:
             raise ValueError(f"frame_px must be a multiple of 32 (16-px patches merged 2 x 2), got {self.frame_px}")
 
 # %% ../../nbs/656_libero_grpo.ipynb #9880b5ae
+def _checkpoint_policy(config: LiberoRunConfig, dtype):
+    "A MiniVLA run, or an SFT folder (its base run with the SFT's adapters merged, nbs/652_sft), and its action statistics."
+    from wmrl.embodied.vla_model import ARCHS
+    if (Path(config.policy_checkpoint) / "sft.json").is_file():
+        from wmrl.embodied.sft import load_sft
+        if config.vq_dir:
+            raise ValueError("an SFT folder's policy writes binned actions: it takes no vq_dir")
+        model, run = load_sft(config.policy_checkpoint, ARCHS[config.policy], config.device, dtype)
+    else:
+        from wmrl.embodied.prismatic import load_prismatic
+        model, run = load_prismatic(config.policy_checkpoint, arch=ARCHS[config.policy], device=config.device, dtype=dtype,
+                                    vq_dir=config.vq_dir or None)  # a VQ run carries its VQ-VAE's codec
+    stats = run["norm_stats"][resolve_unnorm_key(run["norm_stats"], config.suite)]["action"]
+    return model.train(), (stats["q01"], stats["q99"], stats.get("mask"))  # actions as the policy was trained on
+
+# %% ../../nbs/656_libero_grpo.ipynb #82dd1630
 def _setup(config: LiberoRunConfig) -> dict:
     import torch
 
@@ -142,12 +158,8 @@ def _setup(config: LiberoRunConfig) -> dict:
     torch.manual_seed(config.seed)
     dtype = torch.bfloat16 if config.device.startswith("cuda") else None
     unnorm = None  # random weights act in normalised units; a MiniVLA run's actions are scaled back by its statistics
-    if config.policy_checkpoint:  # a MiniVLA run's weights in the same classes (nbs/654_prismatic)
-        from wmrl.embodied.prismatic import load_prismatic
-        model, run = load_prismatic(config.policy_checkpoint, arch=vm.ARCHS[config.policy], device=config.device, dtype=dtype,
-                                    vq_dir=config.vq_dir or None)  # a VQ run carries its VQ-VAE's codec
-        stats = run["norm_stats"][resolve_unnorm_key(run["norm_stats"], config.suite)]["action"]
-        unnorm, model = (stats["q01"], stats["q99"], stats.get("mask")), model.train()  # actions as the run was trained on
+    if config.policy_checkpoint:  # a MiniVLA run's weights in the same classes (nbs/654_prismatic), or its SFT
+        model, unnorm = _checkpoint_policy(config, dtype)
     else:
         model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
     if config.policy != "text" and config.lora_rank:
@@ -181,9 +193,8 @@ def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep
     from wmrl.embodied.vla_model import VLASampler
     if config.policy == "text":
         return TokenSampler(state["model"], instructions, config.temperature, seed)
-    from wmrl.embodied.prismatic import minivla_prompts
-    prompts = (minivla_prompts(config.tokenizer, state["model"].arch, instructions) if config.tokenizer else
-               [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions])  # bytes: a stand-in
+    from wmrl.embodied.prismatic import policy_prompts
+    prompts = policy_prompts(instructions, state["model"].arch, config.tokenizer)  # no tokenizer: bytes, a stand-in
     return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"], state["unnorm"], keep)
 
 def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:

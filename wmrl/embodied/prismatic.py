@@ -13,13 +13,14 @@ import re
 from pathlib import Path
 
 from .action_codecs import VQ_TOKENIZERS, load_vq
+from .libero import vla_prompt
 from .vla_model import MINIVLA_1B, PrismaticVLA
 
 # %% auto #0
 __all__ = ['BASE_VLMS', 'BINNED_TOKENIZERS', 'EMBEDDING_KEYS', 'FEATURIZERS', 'STEP', 'UNREAD', 'VQ_NAME', 'TIMM_MODELS',
            'QWEN_SYSTEM', 'QWEN_SPECIALS', 'prismatic_vocab', 'convert_vit', 'timm_shapes', 'convert_prismatic',
            'random_prismatic_state', 'prismatic_run', 'write_prismatic_run', 'load_prismatic', 'timm_parity',
-           'minivla_prompt', 'write_tiny_qwen_tokenizer', 'minivla_prompts']
+           'minivla_prompt', 'write_tiny_qwen_tokenizer', 'minivla_prompts', 'policy_prompts']
 
 # %% ../../nbs/654_prismatic.ipynb #a1ac5e00
 BASE_VLMS = {  # openvla-mini's base VLMs with DINO-SigLIP towers at 224 px and Qwen2.5-0.5B: model id -> extra tokens
@@ -320,3 +321,9 @@ def minivla_prompts(path, arch: dict, instructions) -> list[list[int]]:
     "Each instruction's prompt ids under Qwen2.5's tokenizer (local files at `path`) with MiniVLA's extra tokens."
     tokenizer = _tokenizer(str(path), arch["bpe_vocab"], arch["added_tokens"], arch["text_vocab"])
     return [tokenizer(minivla_prompt(text), add_special_tokens=False).input_ids for text in instructions]
+
+def policy_prompts(instructions, arch: dict, tokenizer="") -> list[list[int]]:
+    "MiniVLA's prompts from Qwen's tokenizer files at `tokenizer`; without them, OpenVLA's prompt as bytes (a stand-in)."
+    if tokenizer:
+        return minivla_prompts(tokenizer, arch, instructions)
+    return [[1] + [3 + b for b in vla_prompt(text).encode()] for text in instructions]
