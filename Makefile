@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -31,22 +31,34 @@ $(VENV)/.installed: pyproject.toml constraints.txt $(LOCK)
 	$(PY) -m pip install -q --no-deps libero==0.1.1  # LIBERO's BDDL and init files only (tests/test_embodied_libero.py)
 	touch $@
 
-## setup-embodied: LIBERO's own venv ($(VENV)/libero: robosuite 1.4.0, MuJoCo < 3.4, numpy < 2) so .venv keeps numpy 2.
+## setup-embodied: LIBERO's own venv ($(VENV)/libero: robosuite 1.4.0, MuJoCo < 3.4, numpy < 2) so .venv keeps numpy 2,
+## installed from requirements/libero.lock with --no-deps: exactly the locked set (LIBERO's own metadata would pull wandb,
+## thop and GUI OpenCV). `make lock-embodied` re-resolves the lock from LIBERO_PACKAGES.
 ## The assets and the MiniVLA / Robometer weights still come from the hub (see nbs/650_libero.ipynb).
 LIBERO_VENV ?= $(VENV)/libero
+LIBERO_LOCK := requirements/libero.lock
+LIBERO_PACKAGES := "numpy<2" "mujoco<3.4" robosuite==1.4.0 bddl==1.0.1 "hydra-core<1.4" "gymnasium>=0.29" easydict einops \
+	opencv-python-headless matplotlib cloudpickle future pyyaml huggingface_hub termcolor h5py imageio
 setup-embodied: $(LIBERO_VENV)/.installed
 
-$(LIBERO_VENV)/.installed: pyproject.toml
+$(LIBERO_VENV)/.installed: pyproject.toml $(LIBERO_LOCK)
 	test -x $(LIBERO_VENV)/bin/python || python3 -m venv $(LIBERO_VENV)
 	$(LIBERO_VENV)/bin/python -m pip install -q -U pip
-	$(LIBERO_VENV)/bin/python -m pip install -q "numpy<2" "mujoco<3.4" robosuite==1.4.0 bddl==1.0.1 "hydra-core<1.4" \
-		"gymnasium>=0.29" easydict einops opencv-python-headless matplotlib cloudpickle future pyyaml huggingface_hub \
-		termcolor h5py imageio
-	$(LIBERO_VENV)/bin/python -m pip install -q --no-deps libero==0.1.1 robomimic==0.2.0
-	$(LIBERO_VENV)/bin/python -m pip install -q -e . "numpy<2"
+	$(LIBERO_VENV)/bin/python -m pip install -q --no-deps -r $(LIBERO_LOCK)
+	$(LIBERO_VENV)/bin/python -m pip install -q --no-deps -e .
 	MUJOCO_GL=egl $(LIBERO_VENV)/bin/python -c "import robosuite, mujoco, numpy; from wmrl.embodied.libero import suite_tasks; \
 		print('LIBERO venv ready:', len(suite_tasks('libero_10')), 'libero_10 tasks; numpy', numpy.__version__)"
 	touch $@
+
+lock-embodied:
+	rm -rf $(VENV)/libero-lock && python3 -m venv $(VENV)/libero-lock
+	$(VENV)/libero-lock/bin/python -m pip install -q -U pip
+	$(VENV)/libero-lock/bin/python -m pip install -q $(LIBERO_PACKAGES)
+	$(VENV)/libero-lock/bin/python -m pip install -q --no-deps libero==0.1.1 robomimic==0.2.0
+	$(VENV)/libero-lock/bin/python -m pip install -q -e . "numpy<2"
+	{ echo "# LIBERO's environment (make setup-embodied), resolved by make lock-embodied from LIBERO_PACKAGES on $$(date +%F)"; \
+		$(VENV)/libero-lock/bin/python -m pip freeze | grep -v -e "^-e" -e "^wmrl" -e "^pip==" -e "^setuptools==" -e "^wheel=="; } > $(LIBERO_LOCK)
+	rm -rf $(VENV)/libero-lock
 
 ## setup-robometer: Robometer's own environment ($(VENV)/robometer, Python 3.10 as its pyproject requires) for its eval
 ## server, pinned by requirements/robometer.lock; its source is on GitHub (not PyPI), cloned at ROBOMETER_COMMIT. Then

@@ -214,7 +214,9 @@ def test_the_readmes_sft_command_runs_and_the_loop_starts_from_its_folder(tmp_pa
     assert cli_sft_libero(argv) == 0, capsys.readouterr().err
     printed = json.loads(capsys.readouterr().out)
     assert printed["rows"] == len(names) * 6 and len(printed["losses"]) == 1
-    state = _setup(LiberoRunConfig(policy="tiny-vla", policy_checkpoint=str(tmp_path / "sft"), lora_rank=4))
+    with pytest.raises(ValueError, match="trained on minivla prompts"):  # the SFT saw Qwen's prompts: so must the loop
+        _setup(LiberoRunConfig(policy="tiny-vla", policy_checkpoint=str(tmp_path / "sft"), lora_rank=4))
+    state = _setup(LiberoRunConfig(policy="tiny-vla", policy_checkpoint=str(tmp_path / "sft"), tokenizer=str(qwen), lora_rank=4))
     saved = json.loads((tmp_path / "sft" / "dataset_statistics.json").read_text())["libero_10_no_noops"]["action"]
     assert list(state["unnorm"][0]) == saved["q01"] and list(state["unnorm"][1]) == saved["q99"]
     assert sum("lora_" in n for n, _ in state["model"].named_parameters()) > 0  # GRPO's own adapters on the merged policy

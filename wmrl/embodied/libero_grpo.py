@@ -8,6 +8,7 @@ Docs: https://github.com/wmrl-kit/wmrl/libero_grpo.html.md"""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -143,6 +144,12 @@ def _checkpoint_policy(config: LiberoRunConfig, dtype):
         if config.vq_dir:
             raise ValueError("an SFT folder's policy writes binned actions: it takes no vq_dir")
         model, run = load_sft(config.policy_checkpoint, ARCHS[config.policy], config.device, dtype)
+        if (run["sft"]["prompts"] == "minivla") != bool(config.tokenizer):  # a policy acts on the prompts it learned
+            raise ValueError(f"{config.policy_checkpoint} was trained on {run['sft']['prompts']} prompts: give the loop "
+                             "the same (tokenizer: Qwen's files for minivla, none for bytes)")
+        if config.scenes and run["sft"]["demo_frame_px"] != config.frame_px:
+            print(f"note: the SFT saw {run['sft']['demo_frame_px']} px demonstration frames; the scenes render "
+                  f"{config.frame_px} px (both are resized to the policy's input)", file=sys.stderr)
     else:
         from wmrl.embodied.prismatic import load_prismatic
         model, run = load_prismatic(config.policy_checkpoint, arch=ARCHS[config.policy], device=config.device, dtype=dtype,

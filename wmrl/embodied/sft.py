@@ -17,25 +17,27 @@ from .action_codecs import BinnedActions
 from .libero import encode_actions, minivla_image
 
 # %% auto #0
-__all__ = ['read_demos', 'write_demo_file', 'keep_steps', 'gripper_target', 'action_statistics', 'sft_targets', 'demo_rows',
-           'sft_epoch', 'SFTConfig', 'run_sft', 'load_sft', 'cli_sft_libero']
+__all__ = ['RESUME_KEYS', 'read_demos', 'write_demo_file', 'keep_steps', 'gripper_target', 'action_statistics', 'sft_targets',
+           'demo_rows', 'sft_epoch', 'SFTConfig', 'run_sft', 'load_sft', 'cli_sft_libero']
 
 # %% ../../nbs/652_sft.ipynb #0d4777cc
 def read_demos(path, limit: int | None = None) -> dict:
-    "One task's LIBERO demonstration file -> its instruction and the first `limit` demonstrations' (frames, actions)."
+    """One task's LIBERO demonstration file -> its instruction, every demonstration's actions, and the first `limit`
+    demonstrations' (frames, actions): frames are most of a file (50 demonstrations of 128 px: about 1 GB a task)."""
     import h5py
     path = Path(path)
     try:
         with h5py.File(path, "r") as f:
             instruction = json.loads(f["data"].attrs["problem_info"])["language_instruction"]
-            names = sorted(f["data"], key=lambda k: int(k.rsplit("_", 1)[1]))[:limit]
-            demos = [(f[f"data/{n}/obs/agentview_rgb"][()], f[f"data/{n}/actions"][()].astype(float)) for n in names]
+            names = sorted(f["data"], key=lambda k: int(k.rsplit("_", 1)[1]))
+            actions = [f[f"data/{n}/actions"][()].astype(float) for n in names]
+            demos = [(f[f"data/{n}/obs/agentview_rgb"][()], a) for n, a in zip(names[:limit], actions)]
     except (OSError, KeyError, ValueError) as err:
         raise ValueError(f"{path}: not a LIBERO demonstration file (data/demo_i/obs/agentview_rgb, actions; "
                          f"data.attrs['problem_info']): {type(err).__name__}: {err}") from None
     if not demos:
         raise ValueError(f"{path}: no demonstrations under data/")
-    return {"instruction": instruction, "demos": demos}
+    return {"instruction": instruction, "demos": demos, "actions": actions}
 
 def write_demo_file(path, instruction: str, demos) -> Path:
     "A demonstration file in LIBERO's layout, for tests and examples."
@@ -49,11 +51,14 @@ def write_demo_file(path, instruction: str, demos) -> Path:
 
 # %% ../../nbs/652_sft.ipynb #e8de69bc
 def keep_steps(actions, threshold: float = 1e-4) -> np.ndarray:
-    "False where a step is a no-op: motion below threshold and the gripper as before (openvla's no_noops rule)."
-    a = np.asarray(actions, float)
-    still = np.linalg.norm(a[:, :6], axis=1) < threshold
-    same = np.r_[False, a[1:, 6] == a[:-1, 6]]
-    return ~(still & (same | (np.arange(len(a)) == 0)))
+    """False where a step is a no-op, by openvla's no_noops rule: motion below threshold and the gripper as at the last
+    *kept* step (before any is kept, the motion alone decides)."""
+    keep, last = np.zeros(len(actions), bool), None
+    for t, a in enumerate(np.asarray(actions, float)):
+        still = np.linalg.norm(a[:6]) < threshold
+        keep[t] = not (still and (last is None or a[6] == last[6]))
+        last = a if keep[t] else last
+    return keep
 
 def gripper_target(actions) -> np.ndarray:
     "LIBERO's gripper (-1 open, +1 close) -> openvla's [0, 1] with 1 open; the motion dimensions as they are."
@@ -122,28 +127,40 @@ class SFTConfig:
     micro_batch: int = 8  # rows a backward pass
     tokenizer: str = ""  # Qwen2.5's tokenizer files (MiniVLA's prompts); "": the stand-in's byte prompts
     policy: str = "minivla-1b"  # the vla_model arch of the run (tiny-vla in tests)
+    suite: str = "libero_10"  # the tasks' suite: their instructions, and the statistics' key {suite}_no_noops
     device: str = "cpu"
     seed: int = 0
 
 # %% ../../nbs/652_sft.ipynb #deb50864
-def _demo_files(config: SFTConfig) -> list[Path]:
+RESUME_KEYS = ("run", "demos", "tasks", "suite", "demos_per_task", "lora_rank", "lr", "batch", "micro_batch", "tokenizer",
+               "policy", "seed")  # a checkpoint resumes only the run these made (epochs may grow)
+
+def _sft_inputs(config: SFTConfig) -> tuple[list[Path], list[str]]:
+    "Each task's demonstration file, and the instruction the GRPO loop gives that task (LIBERO's language goal)."
+    from wmrl.embodied.libero import suite_tasks
+    language = {t.name: t.language for t in suite_tasks(config.suite)}
+    if unknown := [t for t in config.tasks if t not in language]:
+        raise ValueError(f"tasks not in {config.suite}: {unknown[:3]} (wmrl.embodied.libero.suite_tasks names them)")
     files = [Path(config.demos) / f"{task}_demo.hdf5" for task in config.tasks]
     if missing := [f.name for f in files if not f.is_file()]:
         raise FileNotFoundError(f"{config.demos} lacks {missing[:3]}{' ...' if len(missing) > 3 else ''}: LIBERO's "
                                 "demonstration files (Hugging Face yifengzhu-hf/LIBERO-datasets, libero_10/)")
-    return files
+    return files, [language[t] for t in config.tasks]
 
+def _knobs(config: SFTConfig) -> str:
+    return json.dumps({k: getattr(config, k) for k in RESUME_KEYS}, sort_keys=True)
+
+# %% ../../nbs/652_sft.ipynb #bcf74dd0
 def _sft_model(config: SFTConfig, adapters: dict | None = None):
     "The run's policy with LoRA adapters (this run's, when given), in training mode, on the device."
     import torch
 
-    from wmrl.embodied.prismatic import BINNED_TOKENIZERS, load_prismatic
+    from wmrl.embodied.prismatic import BINNED_TOKENIZERS, load_prismatic, prismatic_run
     from wmrl.embodied.vla_model import ARCHS, with_lora
+    if (tokenizer := prismatic_run(config.run)["action_tokenizer"]) not in BINNED_TOKENIZERS:
+        raise NotImplementedError(f"{config.run}: SFT writes binned targets; a {tokenizer} run would need its VQ-VAE's encoder")
     dtype = torch.bfloat16 if config.device.startswith("cuda") else None
-    model, run = load_prismatic(config.run, arch=ARCHS[config.policy], device=config.device, dtype=dtype)
-    if run["action_tokenizer"] not in BINNED_TOKENIZERS:
-        raise NotImplementedError(f"{config.run}: SFT writes binned targets; a {run['action_tokenizer']} run would need "
-                                  "its VQ-VAE's encoder")
+    model, _ = load_prismatic(config.run, arch=ARCHS[config.policy], device=config.device, dtype=dtype)
     model = with_lora(model, config.lora_rank)
     if adapters is not None:
         _load_adapters(model, adapters, config.run)
@@ -155,22 +172,40 @@ def _load_adapters(model, adapters: dict, where) -> None:
     if unexpected or not adapters:
         raise ValueError(f"adapters for {where} do not fit this policy: {unexpected[:3] or 'none saved'}")
 
-# %% ../../nbs/652_sft.ipynb #bcf74dd0
+# %% ../../nbs/652_sft.ipynb #f401cef2
+def _resume(out: Path, config: SFTConfig) -> dict | None:
+    "The checkpoint of an earlier run of these very knobs, or None; a checkpoint of other knobs is refused."
+    import torch
+    if not (out / "checkpoint.pt").exists():
+        return None
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)
+    if saved.get("knobs") != _knobs(config):
+        raise ValueError(f"{out / 'checkpoint.pt'} was trained with other knobs ({saved.get('knobs')}): choose another out")
+    return saved
+
+def _save(state: dict, path: Path) -> None:
+    "Write, then rename: a run killed mid-write leaves the previous checkpoint whole."
+    import os
+
+    import torch
+    torch.save(state, path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)
+
+# %% ../../nbs/652_sft.ipynb #c145777d
 def run_sft(config: SFTConfig, progress: bool = True) -> dict:
     "Train, checkpointing each epoch (a killed run resumes); writes sft.json, adapters.pt, dataset_statistics.json."
     import torch
     from tqdm.auto import tqdm
 
     from wmrl.embodied.prismatic import policy_prompts
-    out, files = Path(config.out), _demo_files(config)
+    (files, instructions), out = _sft_inputs(config), Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)  # the adapters' initialisation: a rerun starts where this one did
-    tasks = [read_demos(f) for f in files]
-    stats = action_statistics([a for t in tasks for _, a in t["demos"]])  # the whole dataset's, as openvla's
-    saved = torch.load(out / "checkpoint.pt", weights_only=True) if (out / "checkpoint.pt").exists() else None
+    tasks = [read_demos(f, config.demos_per_task) for f in files]
+    stats = action_statistics([a for t in tasks for a in t["actions"]])  # every demonstration's, as openvla's
+    saved = _resume(out, config)
     model, dtype = _sft_model(config, saved and saved["adapters"])
-    rows = demo_rows([t["demos"][:config.demos_per_task] for t in tasks],
-                     policy_prompts([t["instruction"] for t in tasks], model.arch, config.tokenizer),
+    rows = demo_rows([t["demos"] for t in tasks], policy_prompts(instructions, model.arch, config.tokenizer),
                      stats, model.text_vocab, model.arch["dino"]["image_size"])
     optimiser = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
     losses = list(saved["losses"]) if saved else []
@@ -179,15 +214,18 @@ def run_sft(config: SFTConfig, progress: bool = True) -> dict:
     for epoch in tqdm(range(len(losses), config.epochs), desc="SFT epochs", disable=not progress):
         losses.append(sft_epoch(model, rows, optimiser, config.batch, config.micro_batch, config.seed, epoch, config.device, dtype))
         adapters = {k: v.detach().cpu() for k, v in model.state_dict().items() if "lora_" in k}
-        torch.save({"adapters": adapters, "optimiser": optimiser.state_dict(), "losses": losses}, out / "checkpoint.pt")
-    return _write_sft(out, config, stats, losses, len(rows))
+        _save({"adapters": adapters, "optimiser": optimiser.state_dict(), "losses": losses, "knobs": _knobs(config)},
+              out / "checkpoint.pt")
+    return _write_sft(out, config, stats, losses, len(rows), int(tasks[0]["demos"][0][0].shape[1]))
 
-# %% ../../nbs/652_sft.ipynb #f401cef2
-def _write_sft(out: Path, config: SFTConfig, stats: dict, losses: list, rows: int) -> dict:
+# %% ../../nbs/652_sft.ipynb #e9142d33
+def _write_sft(out: Path, config: SFTConfig, stats: dict, losses: list, rows: int, frame_px: int) -> dict:
+    "The SFT folder's files; `demo_frame_px` and `prompts` let the loop check it is given what the SFT saw."
     import shutil
     shutil.copyfile(out / "checkpoint.pt", out / "adapters.pt")  # the last epoch's adapters (and optimiser)
-    (out / "dataset_statistics.json").write_text(json.dumps({"libero_10_no_noops": {"action": stats}}, indent=1))
-    summary = {"config": asdict(config), "rows": rows, "losses": losses, "base_run": str(Path(config.run).resolve())}
+    (out / "dataset_statistics.json").write_text(json.dumps({f"{config.suite}_no_noops": {"action": stats}}, indent=1))
+    summary = {"config": asdict(config), "rows": rows, "losses": losses, "base_run": str(Path(config.run).resolve()),
+               "demo_frame_px": frame_px, "prompts": "minivla" if config.tokenizer else "bytes"}
     (out / "sft.json").write_text(json.dumps(summary, indent=1))
     return summary
 
