@@ -57,7 +57,7 @@ lock-embodied:
 	$(VENV)/libero-lock/bin/python -m pip install -q --no-deps libero==0.1.1 robomimic==0.2.0
 	$(VENV)/libero-lock/bin/python -m pip install -q -e . "numpy<2"
 	{ echo "# LIBERO's environment (make setup-embodied), resolved by make lock-embodied from LIBERO_PACKAGES on $$(date +%F)"; \
-		$(VENV)/libero-lock/bin/python -m pip freeze | grep -v -e "^-e" -e "^wmrl" -e "^pip==" -e "^setuptools==" -e "^wheel=="; } > $(LIBERO_LOCK)
+		$(VENV)/libero-lock/bin/python -m pip freeze | grep -v -e "^-e" -e "^#" -e "^wmrl" -e "^pip==" -e "^setuptools==" -e "^wheel=="; } > $(LIBERO_LOCK)
 	rm -rf $(VENV)/libero-lock
 
 ## setup-robometer: Robometer's own environment ($(VENV)/robometer, Python 3.10 as its pyproject requires) for its eval
