@@ -237,10 +237,10 @@ def load_sft(folder, arch: dict, device=None, dtype=None) -> tuple:
     from wmrl.embodied.vla_model import with_lora
     folder = Path(folder)
     summary = json.loads((folder / "sft.json").read_text())
-    model, run = load_prismatic(summary["base_run"], arch=arch, device=device, dtype=dtype)
+    model, run = load_prismatic(summary["base_run"], arch=arch, device="cpu")  # merged in float32: one rounding to dtype
     model = with_lora(model, summary["config"]["lora_rank"])
     _load_adapters(model, torch.load(folder / "adapters.pt", weights_only=True)["adapters"], folder)
-    merged = model.merge_and_unload()  # a plain PrismaticVLA again: GRPO adds adapters of its own
+    merged = model.merge_and_unload().to(device=device, dtype=dtype)  # a plain PrismaticVLA: GRPO adds its own adapters
     return merged, {**run, "norm_stats": json.loads((folder / "dataset_statistics.json").read_text()), "sft": summary}
 
 # %% ../../nbs/652_sft.ipynb #dd6c6dda
