@@ -220,3 +220,13 @@ def test_the_readmes_sft_command_runs_and_the_loop_starts_from_its_folder(tmp_pa
     saved = json.loads((tmp_path / "sft" / "dataset_statistics.json").read_text())["libero_10_no_noops"]["action"]
     assert list(state["unnorm"][0]) == saved["q01"] and list(state["unnorm"][1]) == saved["q99"]
     assert sum("lora_" in n for n, _ in state["model"].named_parameters()) > 0  # GRPO's own adapters on the merged policy
+
+
+def test_a_checkpoint_resumes_only_its_own_run(tmp_path):
+    "Another method or seed in the same folder would train on this run's corrector and adapters: refused, by name."
+    from wmrl.embodied.libero_grpo import LiberoRunConfig, run_libero
+    small = dict(steps=1, groups=1, rollouts=2, max_steps=2, eval_inits=[40])
+    run_libero(LiberoRunConfig(**small), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="another run's.*'method': 'wmrl'"):
+        run_libero(LiberoRunConfig(**small, method="grpo_real"), tmp_path, progress=False)
+    assert run_libero(LiberoRunConfig(**{**small, "steps": 2}), tmp_path, progress=False)["log"][-1]["step"] == 1  # more steps resume

@@ -22,8 +22,8 @@ from .reward_service import checked_predict
 from .vector_env import run_lockstep
 
 # %% auto #0
-__all__ = ['EVAL_KEYS', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress', 'LiberoRunConfig', 'libero_grpo_step',
-           'evaluate', 'run_libero', 'cli_reproduce_libero']
+__all__ = ['RESUME_KEYS', 'EVAL_KEYS', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress', 'LiberoRunConfig',
+           'libero_grpo_step', 'evaluate', 'run_libero', 'cli_reproduce_libero']
 
 # %% ../../nbs/656_libero_grpo.ipynb #a55259f0
 def tiny_vla(seed: int = 0, vocab_size: int = 32_064):
@@ -84,7 +84,7 @@ class LiberoRunConfig:
     rollouts: int = 4  # G: episodes a group (the paper: 8)
     max_steps: int = 12  # policy steps an episode (LIBERO-Long: 520)
     temperature: float = 1.0  # sampling temperature of the action tokens
-    lr: float = 1e-3  # AdamW learning rate (the paper's VLA runs: 5e-6 with LoRA)
+    lr: float = 1e-3  # AdamW learning rate (the official LIBERO-Long config: 1e-5)
     micro_batch: int = 16  # action-token rows per backward pass
     clip: float = 0.2  # PPO clip
     method: str = "wmrl"  # the core's method: wmrl, grpo_real, pure_wm, ...
@@ -127,7 +127,7 @@ class LiberoRunConfig:
             raise ValueError("progress_model='frames' reads the point stand-in's marks: rendered scenes need a model")
         if self.policy != "text" and not self.lora_rank and self.device.startswith("cuda"):
             raise ValueError("full fine-tuning on CUDA would update bf16 weights with no fp32 master copy, where steps of "
-                             "lr 5e-6 round away: not built; use LoRA (lora_rank > 0)")
+                             "lr 1e-5 round away: not built; use LoRA (lora_rank > 0)")
         if per_task(self.scenes) and self.scenes.startswith("libero:"):
             unknown = set(self.tasks) - {t.name for t in suite_tasks(self.scenes.removeprefix("libero:"))}
             if unknown:
@@ -261,17 +261,28 @@ def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
             "seconds": seconds, "stats": {k: v for k, v in result.stats.items() if isinstance(v, (int, float, bool))}}
 
 # %% ../../nbs/656_libero_grpo.ipynb #82bbd04d
-def _save(state: dict, path: Path) -> None:
+RESUME_KEYS = ("suite", "tasks", "train_inits", "groups", "rollouts", "max_steps", "temperature", "clip", "method",
+               "anchor_fraction", "seed", "policy", "scenes", "lora_rank", "policy_checkpoint", "tokenizer", "vq_dir")
+
+def _knobs(config: LiberoRunConfig) -> str:
+    "What makes a run this run: a checkpoint resumes only under the same (steps may grow, lr and the service may move)."
+    return json.dumps({k: getattr(config, k) for k in RESUME_KEYS}, sort_keys=True)
+
+def _save(state: dict, path: Path, config: LiberoRunConfig) -> None:
     import torch
     tmp = path.with_suffix(".tmp")
     trained = {n: p.detach().cpu() for n, p in state["model"].named_parameters() if p.requires_grad}  # LoRA: adapters
-    torch.save({"model": trained, "optimiser": state["optimiser"].state_dict(),
+    torch.save({"model": trained, "optimiser": state["optimiser"].state_dict(), "knobs": _knobs(config),
                 "corrector": state["corrector"].state_dict(), "log": state["log"], "step": state["step"]}, tmp)
     tmp.replace(path)
 
 def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
     import torch
     saved = torch.load(path, weights_only=False)
+    if saved.get("knobs", _knobs(config)) != _knobs(config):  # another method or seed would resume this one's corrector
+        mine, theirs = json.loads(_knobs(config)), json.loads(saved["knobs"])
+        differ = {k: theirs.get(k) for k in mine if mine[k] != theirs.get(k)}
+        raise ValueError(f"{path} is another run's (it had {differ}): use another out")
     unexpected = state["model"].load_state_dict(saved["model"], strict=False).unexpected_keys
     if unexpected or set(saved["model"]) != {n for n, p in state["model"].named_parameters() if p.requires_grad}:
         raise ValueError(f"{path} was written by another policy configuration (keys differ: {unexpected[:3]} ...)")
@@ -331,7 +342,7 @@ def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
                          initial=state["step"], total=config.steps):
             state["log"].append(libero_grpo_step(state, config, step))
             state["step"] = step + 1
-            _save(state, checkpoint)
+            _save(state, checkpoint, config)
         summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config, out),
                    "seconds": {k: sum(r["seconds"][k] for r in state["log"]) for k in ("episodes", "world_model", "update")}}
     finally:  # the worker processes go with the run, however it ends
