@@ -70,14 +70,16 @@ def action_statistics(action_sets) -> dict:
     "q01, q99 and the mask of the kept, gripper-mapped actions: openvla's dataset_statistics entry."
     kept = np.concatenate([gripper_target(a)[keep_steps(a)] for a in action_sets])
     return {"q01": np.quantile(kept, 0.01, axis=0).tolist(), "q99": np.quantile(kept, 0.99, axis=0).tolist(),
-            "mask": [True] * 6 + [False], "num_transitions": int(len(kept))}
+            "min": kept.min(0).tolist(), "max": kept.max(0).tolist(), "mask": [True] * 6 + [False],
+            "num_transitions": int(len(kept))}
 
 def sft_targets(actions, stats: dict, text_vocab: int) -> np.ndarray:
     "(T, 7) LIBERO actions -> (kept, 7) token ids: no-ops dropped, gripper mapped, normalised, clipped, binned."
     a = gripper_target(actions)[keep_steps(actions)]
     q01, q99, mask = (np.asarray(stats[k], float) for k in ("q01", "q99", "mask"))
-    normalised = np.where(mask.astype(bool), 2.0 * (a - q01) / np.maximum(q99 - q01, 1e-8) - 1.0, a)
-    return encode_actions(np.clip(normalised, -1.0, 1.0), vocab_size=text_vocab)
+    normalised = np.where(mask.astype(bool), np.clip(2.0 * (a - q01) / (q99 - q01 + 1e-8) - 1.0, -1.0, 1.0), a)
+    unused = np.asarray(stats["min"]) == np.asarray(stats["max"])  # openvla: a dimension that never moves is 0
+    return encode_actions(np.where(unused, 0.0, normalised), vocab_size=text_vocab)
 
 # %% ../../nbs/652_sft.ipynb #37eabfc0
 def demo_rows(demo_sets, prompts, stats: dict, text_vocab: int, size: int = 224) -> list[tuple]:
