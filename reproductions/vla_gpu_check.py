@@ -267,7 +267,7 @@ def summarise(path: Path) -> int:
 
 def print_plan(args: argparse.Namespace) -> int:
     "The plan's terms and peak at each micro-batch size, with LoRA at --lora-rank and with full fine-tuning."
-    from wmrl.embodied.vla_model import build, lora_targets, vla_plan
+    from wmrl.embodied.vla_model import ALLOCATOR_MARGIN, CONTEXT_GIB, build, lora_targets, vla_plan
     print(f"{args.policy}: LoRA adapts {len(lora_targets(build(args.policy, 'meta')))} linear layers (all but the head)")
     for rank in (args.lora_rank, None):
         for m in args.micro_batches:
@@ -276,6 +276,13 @@ def print_plan(args: argparse.Namespace) -> int:
             terms = ", ".join(f"{k} {v:.2f}" for k, v in p["terms_gib"].items())
             print(f"{'LoRA r=' + str(rank) if rank else 'full fine-tuning'}, micro-batch {m}: peak {p['peak_gib']:.1f} GiB "
                   f"of {p['card_gib']:.1f} ({'FITS' if p['fits'] else 'DOES NOT FIT'}); {terms}")
+    for m in args.micro_batches:  # the SFT step (wmrl sft libero): the update's terms without the progress model
+        p = vla_plan(args.policy, args.world_model, args.lora_rank, m, args.sample_rows, args.prompt_tokens,
+                     args.wm_rollouts, args.frames, args.frame_px)
+        t = p["terms_gib"]
+        peak = CONTEXT_GIB + (1 + ALLOCATOR_MARGIN) * (t["policy_weights"] + t["trainable_state"] + t["update_activations"])
+        print(f"SFT (wmrl sft libero), LoRA r={args.lora_rank}, micro-batch {m}: peak {peak:.1f} GiB of {p['card_gib']:.1f} "
+              f"({'FITS' if peak <= p['card_gib'] else 'DOES NOT FIT'}; no progress model held)")
     return 0
 
 

@@ -122,5 +122,6 @@ def test_plan_prints_the_layer_count_and_the_peaks_the_readmes_quote():
     run = subprocess.run([sys.executable, str(SCRIPT), "--plan"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-2000:]
     for figure in ("LoRA adapts 465 linear layers", "LoRA r=32, micro-batch 4: peak 19.5 GiB",
-                   "LoRA r=32, micro-batch 32: peak 60.6 GiB", "full fine-tuning, micro-batch 32: peak 80.0 GiB"):
+                   "LoRA r=32, micro-batch 32: peak 60.6 GiB", "full fine-tuning, micro-batch 32: peak 80.0 GiB",
+                   "SFT (wmrl sft libero), LoRA r=32, micro-batch 8: peak 16.1 GiB"):
         assert figure in run.stdout, (figure, run.stdout)
