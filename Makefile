@@ -136,7 +136,7 @@ TIMM_PACKAGES := torch==2.13.0 torchvision==0.28.0 transformers==5.17.0 timm==1.
 timm-check:
 	test -x $(IMAGE_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
 	$(IMAGE_VENV)/bin/pip install --quiet $(TIMM_PACKAGES)
-	PYTHONPATH=$(CURDIR) $(IMAGE_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_prismatic_timm.py
+	WMRL_NO_SKIP=1 PYTHONPATH=$(CURDIR) $(IMAGE_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_prismatic_timm.py
 
 ## vqbet-check: MiniVLA's VQ action codec (nbs/651_action_codecs) against vq_bet's own VqVae, whose source is on GitHub
 ## (not PyPI): cloned at the commit openvla-mini's VQ tokenizers were read against, with einops, its one extra dependency
@@ -147,7 +147,7 @@ vqbet-check: setup
 		git -C $(VQ_BET_SRC) checkout -q $(VQ_BET_COMMIT); }
 	test "$$(git -C $(VQ_BET_SRC) rev-parse HEAD)" = $(VQ_BET_COMMIT)  # the commit the codec was read against
 	$(PY) -m pip install -q --target $(VENV)/vq_bet_deps einops==0.8.1
-	VQ_BET_SRC=$(VQ_BET_SRC) PYTHONPATH=$(VENV)/vq_bet_deps $(PY) -m pytest -q -p no:cacheprovider tests/test_vq_bet.py
+	WMRL_NO_SKIP=1 VQ_BET_SRC=$(VQ_BET_SRC) PYTHONPATH=$(VENV)/vq_bet_deps $(PY) -m pytest -q -p no:cacheprovider tests/test_vq_bet.py
 
 ## setup-system: Debian packages for the real sandbox, browser and docker tests (needs root; CI runs it)
 setup-system:

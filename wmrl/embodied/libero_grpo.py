@@ -19,6 +19,7 @@ from ..core.correction import CorrectionConfig, WMRLCorrector
 from .env_workers import FakeLiberoEnv, fake_init_states, instruction, per_task, scene_batch, scene_spec
 from .libero import ProgressAdapter, decode_action_tokens, resolve_unnorm_key, suite_tasks, vla_prompt
 from .reward_service import checked_predict
+from .sft import load_sft, refuse_other_run, run_knobs, save_atomic
 from .vector_env import run_lockstep
 
 # %% auto #0
@@ -140,7 +141,6 @@ def _checkpoint_policy(config: LiberoRunConfig, dtype):
     "A MiniVLA run, or an SFT folder (its base run with the SFT's adapters merged, nbs/652_sft), and its action statistics."
     from wmrl.embodied.vla_model import ARCHS
     if (Path(config.policy_checkpoint) / "sft.json").is_file():
-        from wmrl.embodied.sft import load_sft
         if config.vq_dir:
             raise ValueError("an SFT folder's policy writes binned actions: it takes no vq_dir")
         model, run = load_sft(config.policy_checkpoint, ARCHS[config.policy], config.device, dtype)
@@ -264,25 +264,18 @@ def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
 RESUME_KEYS = ("suite", "tasks", "train_inits", "groups", "rollouts", "max_steps", "temperature", "clip", "method",
                "anchor_fraction", "seed", "policy", "scenes", "lora_rank", "policy_checkpoint", "tokenizer", "vq_dir")
 
-def _knobs(config: LiberoRunConfig) -> str:
-    "What makes a run this run: a checkpoint resumes only under the same (steps may grow, lr and the service may move)."
-    return json.dumps({k: getattr(config, k) for k in RESUME_KEYS}, sort_keys=True)
+# what makes a run this run (steps may grow, lr and the service may move): another method or seed would resume this
+# one's corrector and adapters
 
 def _save(state: dict, path: Path, config: LiberoRunConfig) -> None:
-    import torch
-    tmp = path.with_suffix(".tmp")
     trained = {n: p.detach().cpu() for n, p in state["model"].named_parameters() if p.requires_grad}  # LoRA: adapters
-    torch.save({"model": trained, "optimiser": state["optimiser"].state_dict(), "knobs": _knobs(config),
-                "corrector": state["corrector"].state_dict(), "log": state["log"], "step": state["step"]}, tmp)
-    tmp.replace(path)
+    save_atomic({"model": trained, "optimiser": state["optimiser"].state_dict(), "knobs": run_knobs(config, RESUME_KEYS),
+                 "corrector": state["corrector"].state_dict(), "log": state["log"], "step": state["step"]}, path)
 
 def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
     import torch
     saved = torch.load(path, weights_only=False)
-    if saved.get("knobs", _knobs(config)) != _knobs(config):  # another method or seed would resume this one's corrector
-        mine, theirs = json.loads(_knobs(config)), json.loads(saved["knobs"])
-        differ = {k: theirs.get(k) for k in mine if mine[k] != theirs.get(k)}
-        raise ValueError(f"{path} is another run's (it had {differ}): use another out")
+    refuse_other_run(saved, config, RESUME_KEYS, path)
     unexpected = state["model"].load_state_dict(saved["model"], strict=False).unexpected_keys
     if unexpected or set(saved["model"]) != {n for n, p in state["model"].named_parameters() if p.requires_grad}:
         raise ValueError(f"{path} was written by another policy configuration (keys differ: {unexpected[:3]} ...)")

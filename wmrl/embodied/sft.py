@@ -18,7 +18,8 @@ from .libero import encode_actions, minivla_image
 
 # %% auto #0
 __all__ = ['RESUME_KEYS', 'read_demos', 'write_demo_file', 'keep_steps', 'gripper_target', 'action_statistics', 'sft_targets',
-           'demo_rows', 'sft_epoch', 'SFTConfig', 'run_sft', 'load_sft', 'cli_sft_libero']
+           'demo_rows', 'sft_epoch', 'SFTConfig', 'run_knobs', 'refuse_other_run', 'save_atomic', 'run_sft', 'load_sft',
+           'cli_sft_libero']
 
 # %% ../../nbs/652_sft.ipynb #0d4777cc
 def read_demos(path, limit: int | None = None) -> dict:
@@ -149,8 +150,23 @@ def _sft_inputs(config: SFTConfig) -> tuple[list[Path], list[str]]:
                                 "demonstration files (Hugging Face yifengzhu-hf/LIBERO-datasets, libero_10/)")
     return files, [language[t] for t in config.tasks]
 
-def _knobs(config: SFTConfig) -> str:
-    return json.dumps({k: getattr(config, k) for k in RESUME_KEYS}, sort_keys=True)
+def run_knobs(config, keys) -> str:
+    "The knobs that make a run that run, as the string its checkpoint stores (this SFT's and the GRPO loop's)."
+    return json.dumps({k: getattr(config, k) for k in keys}, sort_keys=True)
+
+def refuse_other_run(saved: dict, config, keys, path) -> None:
+    "A checkpoint resumes only the run that made it: another run's is refused, naming the knobs that differ."
+    mine = run_knobs(config, keys)
+    if saved.get("knobs", mine) != mine:
+        ours, theirs = json.loads(mine), json.loads(saved["knobs"])
+        differ = {k: theirs.get(k) for k in ours if ours[k] != theirs.get(k)}
+        raise ValueError(f"{path} is another run's (it had {differ}): use another out")
+
+def save_atomic(state: dict, path: Path) -> None:
+    "torch.save, then rename: a run killed mid-write leaves the previous checkpoint whole."
+    import torch
+    torch.save(state, path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)
 
 # %% ../../nbs/652_sft.ipynb #bcf74dd0
 def _sft_model(config: SFTConfig, adapters: dict | None = None):
@@ -181,17 +197,8 @@ def _resume(out: Path, config: SFTConfig) -> dict | None:
     if not (out / "checkpoint.pt").exists():
         return None
     saved = torch.load(out / "checkpoint.pt", weights_only=True)
-    if saved.get("knobs") != _knobs(config):
-        raise ValueError(f"{out / 'checkpoint.pt'} was trained with other knobs ({saved.get('knobs')}): choose another out")
+    refuse_other_run(saved, config, RESUME_KEYS, out / "checkpoint.pt")
     return saved
-
-def _save(state: dict, path: Path) -> None:
-    "Write, then rename: a run killed mid-write leaves the previous checkpoint whole."
-    import os
-
-    import torch
-    torch.save(state, path.with_suffix(".tmp"))
-    os.replace(path.with_suffix(".tmp"), path)
 
 # %% ../../nbs/652_sft.ipynb #c145777d
 def run_sft(config: SFTConfig, progress: bool = True) -> dict:
@@ -216,8 +223,8 @@ def run_sft(config: SFTConfig, progress: bool = True) -> dict:
     for epoch in tqdm(range(len(losses), config.epochs), desc="SFT epochs", disable=not progress):
         losses.append(sft_epoch(model, rows, optimiser, config.batch, config.micro_batch, config.seed, epoch, config.device, dtype))
         adapters = {k: v.detach().cpu() for k, v in model.state_dict().items() if "lora_" in k}
-        _save({"adapters": adapters, "optimiser": optimiser.state_dict(), "losses": losses, "knobs": _knobs(config)},
-              out / "checkpoint.pt")
+        save_atomic({"adapters": adapters, "optimiser": optimiser.state_dict(), "losses": losses,
+                     "knobs": run_knobs(config, RESUME_KEYS)}, out / "checkpoint.pt")
     return _write_sft(out, config, stats, losses, len(rows), int(tasks[0]["demos"][0][0].shape[1]))
 
 # %% ../../nbs/652_sft.ipynb #e9142d33

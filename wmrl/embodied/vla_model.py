@@ -304,11 +304,12 @@ class VLASampler:
         self.device, self.dtype, self.rows = device, dtype, []  # rows: (env, prompt ids, image, tokens, log-probs)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.size, self.image = model.arch["dino"]["image_size"], image  # image: MiniVLA's frame preparation by default
+        self.codec = action_codec(model)  # binned, or the VQ-VAE a VQ run was loaded with
 
     def __call__(self, observations, active):
         index = np.flatnonzero(active)
         images = np.stack([self.image(observations[b]["agentview_image"], self.size) for b in index])
-        codec = action_codec(self.model)  # binned, or the VQ-VAE a VQ run was loaded with
+        codec = self.codec
         tokens, logp = sample_action_tokens(self.model, *_prompt_batch([self.prompts[b] for b in index], self.device),
                                             codec.n_tokens, self.temperature, self.generator, codec.text_vocab, codec.bins,
                                             pixel_values=vla_pixels(images, self.device, self.dtype))
