@@ -7,6 +7,7 @@ import json
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from wmrl.execution.backends import BwrapBackend
@@ -14,6 +15,7 @@ from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.sandbox import get_backend
 
 LIMITS = SandboxLimits(wall_s=60, memory_mb=1024, disk_mb=64)
+JOB_LIMITS = {"tree": replace(LIMITS, cpu_s=2)}
 JOBS = {
     # 40 x 8 MB into /workdir and /tmp by turns: 320 MB against disk_mb = 64
     "flood": "import os\nn = 0\ntry:\n    for i in range(40):\n        folder = '/workdir' if i % 2 else '/tmp'\n"
@@ -27,6 +29,9 @@ JOBS = {
     "fork_bomb": "import os, time\nkids = 0\ntry:\n    for i in range(400):\n        if os.fork() == 0:\n"
                  "            time.sleep(5); os._exit(0)\n        kids += 1\nexcept OSError as err: print('stopped:', err.strerror)\n"
                  "print('kids', kids)\n",
+    # six children of 1.5 CPU-s on a CPU budget of 2 (`JOB_LIMITS`): no cgroup counts the tree, the sandbox's pid 1 does
+    "tree": "import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        start = time.process_time()\n"
+            "        while time.process_time() - start < 1.5: pass\n        os._exit(0)\nfor _ in range(6): os.wait()\n",
     "clean": "import os\nopen(os.environ['SUBMISSION_PATH'], 'w').write('id,y\\n1,1\\n')\n",
     "relative": "open('submission.csv', 'w').write('id,y\\n2,2\\n')\n",
     "symlink": "import os\nos.symlink('/etc/passwd', os.environ['SUBMISSION_PATH'])\n",
@@ -46,7 +51,7 @@ def main(backend_name: str, names: list[str]) -> None:
     (public / "sample_submission.csv").write_text("id,y\n1,0\n")
     for name in names or list(JOBS):
         out = Path(tempfile.mkdtemp(prefix="wmrl-probe-out-"))
-        raw = backend.run(JOBS[name], public, LIMITS, out)
+        raw = backend.run(JOBS[name], public, JOB_LIMITS.get(name, LIMITS), out)
         print(json.dumps({"job": name, "hands_over": getattr(backend, "hands_over", False), "exit_code": raw.exit_code,
                           "stdout": raw.stdout_tail, "stderr": raw.stderr_tail[-500:],
                           "submission": raw.submission_path.read_text() if raw.submission_path else None,
@@ -57,4 +62,8 @@ def main(backend_name: str, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    if "--no-cgroup" in sys.argv:  # a root host without cgroup v1 (a cgroup v2 machine): `test_root_without_cgroups`
+        sys.argv.remove("--no-cgroup")
+        from wmrl.execution.workdir import CgroupV1
+        CgroupV1.available = classmethod(lambda cls, root=None: False)
     main(sys.argv[1], sys.argv[2:])

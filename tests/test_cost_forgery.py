@@ -7,7 +7,8 @@ link to /dev/zero (the host read without bound). Now:
 - bwrap without cgroups: the launcher runs as the sandbox's pid 1 (`--as-pid-1`), reaps the whole tree and writes
   the kernel's account to a pipe from the host that the job never holds; the /tmp report is not read at all;
 - Docker: the container runs under a cgroup parent of the backend's own, whose counters keep its CPU and peak
-  memory after it exits (root, cgroup v1 and the engine's cgroupfs driver; elsewhere the report, said in the notes);
+  memory after it exits (root, cgroup v1 and the engine's cgroupfs driver); elsewhere the launcher, the container's
+  pid 1 and root, reaps the tree and writes the kernel's account where the job's uid cannot (`test_docker_handover.py`);
 - CgroupV1, used whenever it is available (as root here and in CI), measures bwrap and subprocess from outside.
 On commit e0b6da4 five of the six subprocess cases failed; on commit 355c8a2 every bwrap and Docker case below
 fails (the forged 0.001 CPU-s stood). The forged and locked report passes on the subprocess backend only because
@@ -77,3 +78,25 @@ def test_docker_reads_the_cost_from_the_kernel_not_the_job(forge):
     record = run(backend, forge)
     assert record.status == "no_submission" and not record.infra_error, record.message
     assert math.isfinite(record.cpu_s) and record.cpu_s >= 1.2, record.cpu_s
+
+
+# Breach 5 without cgroups: RLIMIT_CPU counts one process, so six children of 1.5 CPU-s on a budget of 2 ran all
+# 9 CPU-s (recorded a timeout only afterwards, having starved their neighbours for it). Without a cgroup to stop the
+# tree, the sandbox's pid 1 now sums the CPU of every process in its pid namespace every 0.25 s and kills them all
+# past the budget + 1 s. On commit 13d127f both cases below ran to 9 CPU-s.
+TREE = ("import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        start = time.process_time()\n"
+        "        while time.process_time() - start < 1.5: pass\n        os._exit(0)\nfor _ in range(6): os.wait()\n")
+TREE_LIMITS = SandboxLimits(wall_s=30.0, cpu_s=2, memory_mb=1024)
+
+
+@pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot create namespaces here (CI runs it)")
+def test_without_a_cgroup_pid_1_stops_the_tree_at_its_budget(no_cgroup):
+    record = execute(load_task(REPO / "toy/tasks/iris"), TREE, backend=BwrapBackend(), limits=TREE_LIMITS)
+    assert record.status == "timeout" and 2 <= record.cpu_s < 5, (record.status, record.cpu_s, record.message)
+
+
+@pytest.mark.docker
+def test_a_container_is_stopped_at_its_budget_too():
+    record = execute(load_task(REPO / "toy/tasks/iris"), TREE, backend=docker_backend("DOCKER TREE BUDGET TEST"),
+                     limits=TREE_LIMITS)
+    assert record.status == "timeout" and 2 <= record.cpu_s < 5, (record.status, record.cpu_s, record.message)

@@ -92,6 +92,12 @@ def test_a_nonroot_job_without_cgroups_has_a_process_cap(nonroot_jobs):
     assert kids < LIMITS.nproc and "Resource temporarily unavailable" in bomb["stdout"], bomb
 
 
+def test_a_nonroot_job_without_cgroups_is_stopped_at_its_cpu_budget(nonroot_jobs):
+    "Six children of 1.5 CPU-s on a budget of 2: all 9 CPU-s ran before; pid 1 (cold) or init (warm) sums the tree now."
+    tree = nonroot_jobs["tree"]
+    assert 2 <= tree["cpu_s"] < 5 and tree["submission"] is None, tree
+
+
 def test_pid_1_hands_the_submission_over(nonroot_jobs):
     assert nonroot_jobs["clean"]["submission"] == "id,y\n1,1\n"
     assert nonroot_jobs["relative"]["submission"] == "id,y\n2,2\n"  # written relative to the working folder
@@ -108,6 +114,34 @@ def test_refused_submissions_read_as_on_the_root_path(nonroot_jobs):
     else:  # warm: /workdir is a mount point, as on the root path: the job cannot remove it
         assert replaced["exit_code"] != 0 and "Read-only file system" in replaced["stderr"], replaced
     assert all(nonroot_jobs[name]["submission"] is None for name in ("symlink", "fifo", "oversized", "replaced"))
+
+
+@pytest.fixture(scope="module", params=["bwrap", "warm"])
+def root_jobs_without_cgroups(request) -> dict[str, dict]:
+    """The same probe as root with cgroup v1 switched off (`--no-cgroup`): a root host on cgroup v2. bwrap mapped the
+    job's uid to the host's root, which RLIMIT_NPROC never caps: 400 children of 400 on commit 13d127f. The backends
+    now start bwrap (and the warm server) as host uid 65534 there (`job_uid`, nbs/280), with an interpreter it can read."""
+    if os.geteuid() != 0:
+        pytest.skip("a root host without cgroups needs root")
+    paths = sysconfig.get_paths()
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": os.pathsep.join([str(REPO), paths["purelib"], paths["platlib"]])}
+    python = _interpreter(env)  # one that uid 65534 can read: else the jobs stay root, warned, and the cap is not there
+    if python is None:
+        pytest.skip(f"no Python {sys.version_info[:2]} that uid 65534 can read with the kit importable")
+    done = subprocess.run([python, str(HERE / "nonroot_disk_probe.py"), request.param, "--no-cgroup"], capture_output=True,
+                          text=True, env=env, timeout=300, cwd="/")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {job["job"]: job for job in map(json.loads, done.stdout.splitlines())}
+
+
+def test_a_root_host_without_cgroups_caps_its_jobs(root_jobs_without_cgroups):
+    jobs = root_jobs_without_cgroups
+    kids = int(jobs["fork_bomb"]["stdout"].split("kids ")[1].split()[0])
+    assert kids < LIMITS.nproc and "Resource temporarily unavailable" in jobs["fork_bomb"]["stdout"], jobs["fork_bomb"]
+    assert _megabytes(jobs["flood"]) <= LIMITS.disk_mb, jobs["flood"]
+    assert jobs["clean"]["submission"] == "id,y\n1,1\n" and jobs["late_child"]["submission"] == "id,y\n1,1\n"
+    assert jobs["symlink"]["problem"] == submission_problem("symlink") and jobs["fifo"]["submission"] is None
+    assert 2 <= jobs["tree"]["cpu_s"] < 5, jobs["tree"]  # the tree's CPU budget, kept by the sandbox's pid 1
 
 
 def test_dev_is_bounded_on_this_host_too(tmp_path):

@@ -133,19 +133,23 @@ def test_docker_container_arguments_without_a_daemon(tmp_path):
     pytest.importorskip("docker")
     backend = DockerBackend(image="wmrl-sandbox:test", client=_FakeClient(), gpus=True, cpus=1.5)
     lim = SandboxLimits(wall_s=5, memory_mb=700, nproc=50, nofile=999999, disk_mb=100, file_mb=20)
-    wd = Workdir(disk_mb=8, owner=65534)
+    wd = Workdir(disk_mb=8, mount=False)
     try:
         (tmp_path / "job").mkdir()
         (tmp_path / "public").mkdir()
         kw = backend.container_kwargs(tmp_path / "job", wd, tmp_path / "public", lim)
     finally:
         wd.cleanup()
-    assert kw["network_mode"] == "none" and kw["read_only"] is True and kw["user"] == "65534:65534"
+    # pid 1 is the container's root with three powers; the job itself runs as 65534 with none (drop_to)
+    assert kw["network_mode"] == "none" and kw["read_only"] is True and kw["user"] == "0:0" and kw["init"] is False
+    assert kw["cap_add"] == ["SETUID", "SETGID", "KILL", "DAC_OVERRIDE"] and "drop_to=65534" in kw["environment"]["WMRL_LAUNCH"]
+    assert kw["security_opt"] == ["no-new-privileges"]
     assert kw["mem_limit"] == kw["memswap_limit"] == "800m" and kw["nano_cpus"] == 1_500_000_000
     assert kw["pids_limit"] == 50 and kw["cap_drop"] == ["ALL"] and kw["image"] == "wmrl-sandbox:test"
     ro = [v for v in kw["volumes"].values() if v["bind"] in ("/usr", "/data", "/sandbox")]
     assert ro and all(v["mode"] == "ro" for v in ro)
-    assert {v["bind"] for v in kw["volumes"].values() if v["mode"] == "rw"} == {"/workdir", "/tmp"}
+    assert {v["bind"] for v in kw["volumes"].values() if v["mode"] == "rw"} == {"/run/wmrl"}  # the hand-over folder only
+    assert all(kw["tmpfs"][f].startswith("rw,") and "size=100m" in kw["tmpfs"][f] for f in ("/workdir", "/tmp"))
     import resource
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     nofile = next(u for u in kw["ulimits"] if u["Name"] == "nofile")

@@ -15,7 +15,6 @@ import os
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
-from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, submission_cap
+from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file, job_uid, submission_cap
 
 # %% auto #0
 __all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'TEST_DATA_PACKAGES', 'drive', 'SandboxBackend', 'SubprocessBackend',
@@ -118,18 +117,6 @@ def _check_public_dir(public_dir) -> Path:
         raise ValueError(f"public_dir {public} is not a directory")
     return public
 
-def _read_small_file(folder: Path, name: str, cap: int = 4096) -> bytes | None:
-    "A regular file's bytes, never following a link, never blocking on a FIFO, never reading past `cap` (else None)."
-    try: directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError: return None
-    try: fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
-    except OSError: return None
-    finally: os.close(directory)
-    try:
-        info = os.fstat(fd)
-        return os.read(fd, cap) if stat.S_ISREG(info.st_mode) and info.st_size <= cap else None
-    finally: os.close(fd)
-
 def _most(*values: float) -> float:
     finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     return max(finite) if finite else math.nan
@@ -143,10 +130,8 @@ def _merge_usage(raw: RawRun, text: bytes | None) -> dict:
     return usage
 
 def _apply_usage_report(raw: RawRun, workdir: Workdir) -> None:
-    """CPU and peak memory when no cgroup measured them and no pid 1 of ours reaped the tree (Docker's fallback). The
-    launcher's exit report lives in the job's writable /tmp, so a job can forge it (a red team wrote 0.001 CPU-s on
-    a real Docker engine), or put a FIFO or a link to /dev/zero there: it is read without following links, without
-    blocking, within 4 KB, and can only raise the kernel's account (`wait4`, set by `drive`), never lower it."""
+    """The subprocess backend's CPU and memory without a cgroup: its report in the job's /tmp, which a job can forge or
+    replace by a FIFO or a link, read safely and only ever raising the kernel's account (`wait4`, set by `drive`)."""
     _merge_usage(raw, _read_small_file(workdir.tmp, ".wmrl-usage.json"))
 
 def _apply_reaper_report(raw: RawRun, read_fd: int) -> dict:
@@ -169,13 +154,14 @@ class _ProcessBackend:
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         public = _check_public_dir(public_dir)
         job = Path(tempfile.mkdtemp(prefix="wmrl-job-"))
-        workdir, group = Workdir(limits.disk_mb), None
+        use_group = self.uses_cgroup and CgroupV1.available()
+        uid = job_uid([*self.binds, self.python]) if self.reaps and IS_ROOT and not use_group else None  # bwrap (nbs/280)
+        workdir, group = Workdir(limits.disk_mb, owner=uid), None
+        usage = os.pipe() if self.reaps and not use_group else None  # pid 1 reports the tree's usage through it
+        extra = {"usage_fd": usage[1]} if usage else {}
         try:
             (job / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
             job.chmod(0o755)
-            use_group = self.uses_cgroup and CgroupV1.available()
-            usage = os.pipe() if self.reaps and not use_group else None  # pid 1 reports the tree's usage through it
-            extra = {"usage_fd": usage[1]} if usage else {}
             cap, handed = submission_cap(public, limits), None
             if usage and self.hands_over and not workdir.mounted:  # the disk is a sized tmpfs inside the sandbox
                 handed = os.open(workdir.handed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -189,7 +175,8 @@ class _ProcessBackend:
             sent = [fd for fd in (usage[1] if usage else None, handed) if fd is not None]  # pid 1's ends, its alone
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=tuple(sent))
+                                        env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=tuple(sent),
+                                        **({} if uid is None else {"user": uid, "group": uid, "extra_groups": []}))
             finally:  # closed here even when the sandbox cannot start
                 for fd in sent: os.close(fd)
             def kill_tree():
@@ -205,7 +192,8 @@ class _ProcessBackend:
             if group is not None:  # the group saw every process of the run, so it is the most honest account
                 raw.oom_killed, raw.cpu_s, raw.peak_mb = group.oom_killed(), group.cpu_s(), group.peak_mb()
             elif usage:
-                raw.notes.append("no cgroup: process count and tree memory not capped; cost from the sandbox's pid 1")
+                capped = "capped per user namespace (RLIMIT_NPROC)" if uid is not None or not IS_ROOT else "not capped (root)"
+                raw.notes.append(f"no cgroup: processes {capped}, tree memory not; cost from the sandbox's pid 1")
                 report = _apply_reaper_report(raw, usage[0])
                 if handed is not None:
                     return workdir.receive(raw, report, output_dir, cap)
@@ -354,7 +342,8 @@ class BwrapBackend(_ProcessBackend):
         usage report of the launcher as pid 1 (no cgroup), instead of a file in the job's /tmp. `hand_over`: (the
         host file's fd, byte cap): /tmp is a tmpfs of disk_mb inside the sandbox, /workdir a link to /tmp/workdir,
         and pid 1 hands the submission over (a non-root host cannot mount the sized workdir itself). Without a cgroup a
-        non-root host caps the job's processes with RLIMIT_NPROC, counted per user namespace (Linux 5.14 and later)."""
+        host caps the job's processes with RLIMIT_NPROC, counted per user namespace (Linux 5.14 and later); a root host
+        starts bwrap as its uid 65534 for that (`job_uid`): the kernel never caps its root."""
         _refuse_exposed_task(public, [*self.binds, Path("/usr").resolve()])
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
                 *(["--as-pid-1"] if usage_fd is not None else []),
@@ -390,7 +379,7 @@ class BwrapBackend(_ProcessBackend):
         args += ["--remount-ro", "/", "--chdir", "/workdir", "--clearenv"]
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
                            "TMPDIR": "/tmp", "PATH": f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin",
-                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=usage_fd is not None and not IS_ROOT, usage_fd=usage_fd,
+                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=usage_fd is not None, usage_fd=usage_fd,
                                                           usage_path="/tmp/.wmrl-usage.json" if report_usage and usage_fd is None else None,
                                                           hand_over=(hand_over[0], "/tmp/workdir", hand_over[1]) if hand_over else None)})
         for key, value in env.items():

@@ -18,17 +18,20 @@ import time
 import uuid
 from pathlib import Path
 
-from .backends import _apply_usage_report, _check_public_dir, _refuse_exposed_task, _thread_env, dataset_masks
+from .backends import _check_public_dir, _merge_usage, _refuse_exposed_task, _thread_env, dataset_masks
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
-from .workdir import IS_ROOT, Workdir, _cleanup_once, submission_cap
+from .workdir import IS_ROOT, Workdir, _cleanup_once, _read_small_file, submission_cap
 
 log = logging.getLogger("wmrl.execution.docker_backend")
 
 # %% auto #0
-__all__ = ['log', 'COST_ROOT', 'DockerBackend']
+__all__ = ['log', 'COST_ROOT', 'HAND_OVER', 'JOB_UID', 'PID1_CAPS', 'DockerBackend']
 
 # %% ../../nbs/282_docker_backend.ipynb #98f3fe59
 COST_ROOT = Path("/sys/fs/cgroup")
+HAND_OVER = "/run/wmrl"  # where the host's receiving folder is bound (pid 1 writes handed.csv and report.json)
+JOB_UID = 65534  # nobody: the job's uid, shut out of HAND_OVER by its mode
+PID1_CAPS = ["SETUID", "SETGID", "KILL", "DAC_OVERRIDE"]  # pid 1's only powers: drop the job, kill its tree, write
 
 def _engine_counts_here(client) -> bool:
     "Does the engine put containers in cgroup-v1 folders that this process can make and read?"
@@ -90,6 +93,9 @@ class DockerBackend:
         self.docker = docker
         self.client = client if client is not None else docker.from_env()
         self.client.ping()  # raises docker.errors.DockerException when no daemon answers
+        if os.geteuid() == JOB_UID:
+            raise RuntimeError(f"the docker backend runs jobs as uid {JOB_UID}: run the kit as another user, or the "
+                               "jobs could open the folder their submissions are handed over in")
         _cleanup_once()
         self.image = image or get_settings().docker_image
         self.python = os.path.abspath(python or sys.executable)  # a relative path breaks inside the sandbox
@@ -107,21 +113,23 @@ class DockerBackend:
         _refuse_exposed_task(public, self.runtime_binds)
         volumes = {host: {"bind": target, "mode": "ro"} for host, target in self.runtime_binds.items()}
         volumes.update({str(public): {"bind": "/data", "mode": "ro"}, str(job): {"bind": "/sandbox", "mode": "ro"},
-                        str(workdir.work): {"bind": "/workdir", "mode": "rw"}, str(workdir.tmp): {"bind": "/tmp", "mode": "rw"}})
+                        str(workdir.root): {"bind": HAND_OVER, "mode": "rw"}})  # 0700: pid 1's, never the job's
+        sized = f"rw,exec,nosuid,nodev,size={limits.disk_mb}m,mode=1777"
         env = _thread_env({"DATA_DIR": "/data", "SUBMISSION_PATH": "/workdir/submission.csv", "HOME": "/tmp",
                            "TMPDIR": "/tmp", "PATH": f"{Path(self.python).parent}:/usr/local/bin:/usr/bin:/bin",
-                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False,  # the report: only where no parent counts
-                                                          usage_path=None if cgroup_parent else "/tmp/.wmrl-usage.json")})
+                           "WMRL_LAUNCH": launcher_config(limits, nproc_rlimit=False, report_dir=HAND_OVER, drop_to=JOB_UID,
+                                                          hand_over=(None, "/workdir", submission_cap(public, limits)))})
         hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         nofile = limits.nofile if hard_nofile == resource.RLIM_INFINITY else min(limits.nofile, hard_nofile)
         memory = f"{limits.memory_mb + limits.disk_mb}m"
         folders, files = dataset_masks()  # as the bwrap backend: no lookup of a task's labelled source table
         return dict(image=self.image, command=[self.python, "-c", LAUNCHER_SOURCE, "/sandbox/solution.py"],
-                    detach=True, network_mode="none", read_only=True, user="65534:65534", init=True,
+                    detach=True, network_mode="none", read_only=True, user="0:0", init=False,  # the launcher is pid 1
                     working_dir="/workdir", environment=env, volumes=volumes, mem_limit=memory, memswap_limit=memory,
-                    tmpfs={str(f): "ro,size=4k,mode=0555" for f in folders},  # the suite's source datasets, hidden
+                    tmpfs={"/workdir": sized, "/tmp": sized,
+                           **{str(f): "ro,size=4k,mode=0555" for f in folders}},  # the suite's source datasets, hidden
                     mounts=[Mount(str(f), "/dev/null", type="bind", read_only=True) for f in files],
-                    nano_cpus=int(self.cpus * 1e9), pids_limit=limits.nproc, cap_drop=["ALL"],
+                    nano_cpus=int(self.cpus * 1e9), pids_limit=limits.nproc, cap_drop=["ALL"], cap_add=PID1_CAPS,
                     security_opt=["no-new-privileges"], stdin_open=False,
                     ulimits=[Ulimit(name="nofile", soft=nofile, hard=nofile), Ulimit(name="core", soft=0, hard=0),
                              Ulimit(name="fsize", soft=limits.file_mb << 20, hard=limits.file_mb << 20)],
@@ -137,7 +145,7 @@ class DockerBackend:
         from docker import errors as docker_errors
         public = _check_public_dir(public_dir)
         job = Path(tempfile.mkdtemp(prefix="wmrl-job-"))
-        workdir, container = Workdir(limits.disk_mb, owner=65534), None
+        workdir, container = Workdir(limits.disk_mb, mount=False), None  # receives; the disk is the engine's tmpfs
         parent = f"wmrl-docker-{uuid.uuid4().hex[:12]}" if self.cost_here else None
         try:
             (job / "solution.py").write_text(code, encoding="utf-8", errors="surrogateescape")
@@ -165,19 +173,20 @@ class DockerBackend:
             tail = limits.output_kb << 10
             out = container.logs(stdout=True, stderr=False)[-tail:].decode("utf-8", errors="replace")
             err = container.logs(stdout=False, stderr=True)[-tail:].decode("utf-8", errors="replace")
-            sig = code_ - 128 if code_ > 128 else None  # docker-init reports a signal death as 128 + signal
+            sig = code_ - 128 if code_ > 128 else None  # pid 1 (and the engine, when it kills) say 128 + signal
             raw = RawRun(exit_code=None if sig else code_, signal=sig, wall_s=wall, cpu_s=math.nan, peak_mb=math.nan,
                          stdout_tail=out, stderr_tail=err, timed_out=timed_out,
                          oom_killed=bool(state.get("OOMKilled")), backend=self.label,
                          output_overflow=counted["bytes"] > limits.max_output_mb << 20)
             measured = _engine_cost(parent) if parent else None
             if measured:
-                (raw.cpu_s, raw.peak_mb), note = measured, "cost: the kernel's counters of its cgroup parent"
-            else:
-                _apply_usage_report(raw, workdir)
-                note = "cost: the launcher's report in the job's /tmp (no cgroup parent here; a job could forge it)"
-            raw.notes.append(note)
-            return workdir.collect(raw, limits, output_dir, submission_cap(public, limits))
+                (raw.cpu_s, raw.peak_mb) = measured
+            report = _merge_usage(raw, text := _read_small_file(workdir.root, "report.json"))  # raises, never lowers
+            raw.notes.append("cost: the kernel's counters of its cgroup parent" if measured else
+                             "cost: pid 1's account of the tree it reaped, in a folder the job cannot open")
+            if text is None:
+                raw.notes.append("pid 1 wrote no report (the container was killed first): nothing was handed over")
+            return workdir.receive(raw, report, output_dir, submission_cap(public, limits))
         finally:
             if container is not None:
                 try:

@@ -14,8 +14,8 @@ from pathlib import Path
 from .grading import STATUSES  # the shared status vocabulary
 
 # %% auto #0
-__all__ = ['WALL_NET', 'SYNTAX_EXIT', 'MEMORY_EXIT', 'LAUNCHER_SOURCE', 'SandboxLimits', 'cpu_budget', 'RawRun',
-           'ExecutionRecord', 'launcher_config']
+__all__ = ['WALL_NET', 'SYNTAX_EXIT', 'MEMORY_EXIT', 'TREE_CPU_SOURCE', 'LAUNCHER_SOURCE', 'SandboxLimits', 'cpu_budget',
+           'RawRun', 'ExecutionRecord', 'launcher_config']
 
 # %% ../../nbs/241_limits.ipynb #29768fb3
 @dataclass(frozen=True)
@@ -120,6 +120,17 @@ class ExecutionRecord:
 SYNTAX_EXIT = 86   # the launcher's exit code for a solution that does not compile
 MEMORY_EXIT = 87   # ... and for a solution that died of MemoryError
 
+TREE_CPU_SOURCE = r'''
+def _pidns_cpu_s(tick=os.sysconf("SC_CLK_TCK")):
+    "pid 1 without a cgroup: CPU-s of its pid namespace (what it reaped, then each live process's own and what it reaped)"
+    used = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
+    for p in os.listdir("/proc"):  # the fields after the name: utime, stime, cutime, cstime are 11 to 14
+        if not p.isdigit() or p == "1": continue
+        try: used += sum(map(int, open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[11:15])) / tick
+        except (OSError, ValueError): pass
+    return used
+'''  # shared by the launcher and the warm server's per-job init (`291_warm_server`)
+
 LAUNCHER_SOURCE = r'''
 import os, resource, sys
 def _cap(name, value):
@@ -149,12 +160,19 @@ def _hand_over(out, folder, cap):
         left = cap
         while left > 0 and (chunk := src.read(min(left, 1 << 20))): dst.write(chunk); left -= len(chunk)
     return {"submission": "file", "size": info.st_size}
-if _cfg.get("usage_fd"):  # pid 1 of a sandbox without cgroups: reap the whole tree, report it where the job cannot write
-    _fd, (_go_r, _go_w) = int(_cfg["usage_fd"]), os.pipe()
+TREE_CPU_FUNCTION
+if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: reap the tree, report where the job cannot write
+    _fd, (_go_r, _go_w) = int(_cfg.get("usage_fd", -1)), os.pipe()
     _child = os.fork()
     if _child:
         import ctypes, json, signal
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the job can neither ptrace pid 1 nor open its fds
+        if _cfg.get("tree_cpu") and os.getpid() == 1:  # no cgroup counts the tree: pid 1 stops it at its CPU budget
+            def _watch(*_, _limit=float(_cfg["tree_cpu"])):
+                if _pidns_cpu_s() > _limit:
+                    try: os.kill(-1, signal.SIGKILL)
+                    except OSError: pass
+            signal.signal(signal.SIGALRM, _watch); signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
         os.close(_go_r); os.close(_go_w)  # now the solution may start
         _status = 1 << 8
         while True:
@@ -165,14 +183,22 @@ if _cfg.get("usage_fd"):  # pid 1 of a sandbox without cgroups: reap the whole t
                 if os.getpid() == 1:  # kill(-1) at pid 1 is this sandbox's pid namespace; anywhere else, never
                     try: os.kill(-1, signal.SIGKILL)
                     except OSError: pass
+        signal.setitimer(signal.ITIMER_REAL, 0)
         _ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         _report = {"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024}
-        if _cfg.get("submission_fd") and os.getpid() == 1:  # every other process is dead: nothing can race the copy
-            _report.update(_hand_over(int(_cfg["submission_fd"]), _cfg["submission_dir"], int(_cfg["submission_cap"])))
-        os.write(_fd, json.dumps(_report).encode())
+        def _new(name):  # Docker: a folder of the host that the job's uid cannot open (pid 1 is the container's root)
+            return os.open(os.path.join(_cfg["report_dir"], name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        if _cfg.get("submission_dir") and os.getpid() == 1:  # every other process is dead: nothing can race the copy
+            _out = int(_cfg["submission_fd"]) if _cfg.get("submission_fd") else _new("handed.csv")
+            _report.update(_hand_over(_out, _cfg["submission_dir"], int(_cfg["submission_cap"])))
+        os.write(_fd if _fd >= 0 else _new("report.json"), json.dumps(_report).encode())
         os._exit(os.WEXITSTATUS(_status) if os.WIFEXITED(_status) else 128 + os.WTERMSIG(_status))
-    os.close(_go_w); os.read(_go_r, 1); os.close(_go_r); os.close(_fd)
+    os.close(_go_w); os.read(_go_r, 1); os.close(_go_r)
+    if _fd >= 0: os.close(_fd)
     if _cfg.get("submission_fd"): os.close(int(_cfg["submission_fd"]))  # the host's file: pid 1's alone
+    if _cfg.get("drop_to"):  # pid 1 keeps the container's root; the job runs as this uid, with no capability left
+        os.chmod(_cfg["submission_dir"], 0o1777)  # the engine's tmpfs takes the mode of the image's folder
+        os.setgroups([]); os.setgid(int(_cfg["drop_to"])); os.setuid(int(_cfg["drop_to"]))
 if _cfg.get("usage_path"):  # backends without a cgroup to measure the run read its usage from here
     import atexit
     def _report(path=_cfg["usage_path"], resource=resource):
@@ -201,13 +227,16 @@ try:
 except MemoryError:
     import traceback
     traceback.print_exc(); sys.stderr.write("WMRL_MEMORY_ERROR\n"); sys.stderr.flush(); sys.exit(MEMORY_EXIT)
-'''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT))
+'''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT)).replace("TREE_CPU_FUNCTION", TREE_CPU_SOURCE)
 
 def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str | None = None,
-                    usage_fd: int | None = None, hand_over: tuple[int, str, int] | None = None) -> str:
+                    usage_fd: int | None = None, hand_over: tuple[int | None, str, int] | None = None,
+                    report_dir: str | None = None, drop_to: int | None = None) -> str:
     """What the launcher reads from `WMRL_LAUNCH`: `KEY=value;...`, rlimits in the units `setrlimit` wants.
     (Plain lines rather than JSON: every millisecond of the launcher is paid by every execution.) `hand_over`:
-    (host file's fd, the job's folder, byte cap) when the job's disk lives only inside the sandbox (needs `usage_fd`)."""
+    (host file's fd, the job's folder, byte cap) when the job's disk lives only inside the sandbox (needs `usage_fd`);
+    with `report_dir` instead (Docker), the fd is None and pid 1 writes `handed.csv` and `report.json` there, as the
+    container's root, after dropping the job to uid `drop_to`."""
     rlimits = {"RLIMIT_CPU": limits.cpu_limit_s, "RLIMIT_AS": limits.memory_mb << 20,
                "RLIMIT_FSIZE": limits.file_mb << 20, "RLIMIT_NOFILE": limits.nofile, "RLIMIT_CORE": 0}
     if nproc_rlimit:
@@ -216,10 +245,19 @@ def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str |
         if ";" in usage_path:
             raise ValueError(f"usage_path must not contain ';': {usage_path!r}")
         rlimits["usage_path"] = usage_path
+    if usage_fd is not None or report_dir is not None:  # pid 1 reaps: it also keeps the tree to its CPU budget
+        rlimits["tree_cpu"] = limits.cpu_limit_s + 1
     if usage_fd is not None:
         rlimits["usage_fd"] = int(usage_fd)
+    if report_dir is not None:
+        if usage_fd is not None or usage_path or ";" in report_dir:
+            raise ValueError(f"report_dir replaces usage_fd and usage_path, and has no ';': {report_dir!r}")
+        rlimits["report_dir"] = report_dir
+    if drop_to is not None:
+        rlimits["drop_to"] = int(drop_to)
     if hand_over is not None:
-        if usage_fd is None or ";" in hand_over[1]:
-            raise ValueError(f"hand_over needs usage_fd and a folder without ';': {hand_over!r}")
-        rlimits.update(submission_fd=int(hand_over[0]), submission_dir=hand_over[1], submission_cap=int(hand_over[2]))
+        if ";" in hand_over[1] or (hand_over[0] is None) != (report_dir is not None) or (usage_fd is None and report_dir is None):
+            raise ValueError(f"hand_over needs usage_fd and a host fd, or report_dir and None, and a folder without ';': {hand_over!r}")
+        rlimits.update({} if hand_over[0] is None else {"submission_fd": int(hand_over[0])},
+                       submission_dir=hand_over[1], submission_cap=int(hand_over[2]))
     return ";".join(f"{key}={value}" for key, value in rlimits.items())

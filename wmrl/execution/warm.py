@@ -23,7 +23,7 @@ from pathlib import Path
 from .backends import BwrapBackend, SubprocessBackend, _check_public_dir, bwrap_works, find_bwrap
 from .limits import RawRun, SandboxLimits
 from .warm_server import SERVER_SOURCE
-from .workdir import CgroupV1, Workdir, fetch_submission, submission_cap, submission_problem
+from .workdir import IS_ROOT, CgroupV1, Workdir, fetch_submission, job_uid, submission_cap, submission_problem
 
 # %% auto #0
 __all__ = ['log', 'CGROUP_ROOT', 'DEFAULT_PRELOAD', 'ServerDied', 'Contested', 'ForkServer', 'run_job', 'WarmBackend']
@@ -55,10 +55,11 @@ class ForkServer:
 
     def __init__(self, public: Path, cold, preload, slots: int, limits: SandboxLimits):
         self.public, self.lock, self.waiting, self.closed = public, threading.Lock(), {}, False
-        self.isolate, self.dispatched = isinstance(cold, BwrapBackend), 0
-        self.jobs = Workdir((limits.file_mb + 1) * slots + 64, owner=None)  # per-job outputs (the submissions)
+        self.isolate, self.dispatched, grouped = isinstance(cold, BwrapBackend), 0, CgroupV1.available()
+        uid = job_uid([*cold.binds, cold.python]) if self.isolate and IS_ROOT and not grouped else None  # nbs/280
+        self.jobs = Workdir((limits.file_mb + 1) * slots + 64, owner=uid)  # per-job outputs (the submissions)
         self.group, self.capacity, cgroups, binds = None, slots, {}, []
-        if CgroupV1.available():  # the whole server: a fork bomb or a memory hog stops at the group's caps
+        if grouped:  # the whole server: a fork bomb or a memory hog stops at the group's caps
             self.group = CgroupV1(*self._caps(limits, slots))
             for kind in ("pids", "cpu", "cpuacct"):  # per-job groups inside: a process cap and a CPU share each
                 if kind in self.group.paths:
@@ -83,7 +84,8 @@ class ForkServer:
         with open(self.jobs.root / "server.log", "wb") as server_log:  # outside work/ and tmp/: unseen inside
             self.proc = subprocess.Popen([*cmd, cold.python, "-c", SERVER_SOURCE], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=server_log, env=env, cwd=cwd,
-                                         start_new_session=True, close_fds=True)
+                                         start_new_session=True, close_fds=True,
+                                         **({} if uid is None else {"user": uid, "group": uid, "extra_groups": []}))
         hello = self.proc.stdout.readline()
         if not hello:
             self.close()

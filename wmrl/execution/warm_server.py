@@ -7,7 +7,7 @@ Docs: https://github.com/wmrl-kit/wmrl/warm_server.html.md"""
 # %% ../../nbs/291_warm_server.ipynb #c8e5e15b
 from __future__ import annotations
 
-from .limits import MEMORY_EXIT, SYNTAX_EXIT
+from .limits import MEMORY_EXIT, SYNTAX_EXIT, TREE_CPU_SOURCE
 
 # %% auto #0
 __all__ = ['SERVER_SOURCE']
@@ -169,6 +169,11 @@ _victims = [-1]  # isolated: every process of the job's pid namespace; else only
 def _end_all(*_):
     try: os.kill(_victims[0], signal.SIGKILL)
     except OSError: pass
+TREE_CPU_FUNCTION
+def _watch_tree(limit):
+    "No cgroup counts the job's tree: init, whose /proc is the job's own, sums it every 0.25 s and ends it past `limit`"
+    signal.signal(signal.SIGALRM, lambda *_: _pidns_cpu_s() > limit and _end_all())
+    signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
 def _init(req, out, err, report):
     "pid 1 of the job: runs the solution as pid 2, reaps everything, reports the solution's wait status"
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with its supervisor
@@ -183,6 +188,7 @@ def _init(req, out, err, report):
     except OSError: pass
     if os.getpid() != 1:  # never kill(-1) outside a pid namespace of the job's own: that would be every process
         _victims[0] = -pid
+    elif req["isolate"] and _cfg.get("fresh_proc") and not _cfg["cgroups"]: _watch_tree(req["cpu_budget"] + 1)
     status = None
     while True:
         try: done, st = os.waitpid(-1, 0)
@@ -305,4 +311,4 @@ while True:
             _send(answer)
     if running and time.monotonic() - beat > 0.5:
         _send({"heartbeat": len(running)}); beat = time.monotonic()
-'''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT))
+'''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT)).replace("TREE_CPU_FUNCTION", TREE_CPU_SOURCE)

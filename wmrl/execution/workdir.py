@@ -22,8 +22,8 @@ from pathlib import Path
 from .limits import RawRun, SandboxLimits
 
 # %% auto #0
-__all__ = ['log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH', 'CgroupV1', 'tree_bytes', 'copy_regular_file', 'Workdir',
-           'submission_problem', 'submission_cap', 'fetch_submission', 'cleanup_stale_runs']
+__all__ = ['log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH', 'HOST_JOB_UID', 'CgroupV1', 'tree_bytes', 'copy_regular_file',
+           'Workdir', 'job_uid', 'submission_problem', 'submission_cap', 'fetch_submission', 'cleanup_stale_runs']
 
 # %% ../../nbs/280_workdir.ipynb #2259d752
 log = logging.getLogger("wmrl.execution.workdir")
@@ -170,10 +170,10 @@ def copy_regular_file(path: Path, dest_dir: Path, max_bytes: int = 1 << 30) -> P
 class Workdir:
     "A fresh host directory for one run: `work/` (the solution's cwd) and `tmp/`, on a sized tmpfs when root."
 
-    def __init__(self, disk_mb: int, owner: int | None = None):
-        self.root = Path(tempfile.mkdtemp(prefix="wmrl-run-"))
+    def __init__(self, disk_mb: int, owner: int | None = None, mount: bool = True):
+        self.root = Path(tempfile.mkdtemp(prefix="wmrl-run-"))  # mode 0700: only this user (or root) opens it
         self.mounted = False
-        if IS_ROOT:
+        if IS_ROOT and mount:  # mount=False: the run's disk lives elsewhere (Docker's tmpfs); this folder only receives
             opts = f"size={disk_mb}m,mode=0755,nr_inodes=100000" + (f",uid={owner},gid={owner}" if owner is not None else "")
             if _libc.mount(b"tmpfs", str(self.root).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts.encode()) == 0:
                 self.mounted = True
@@ -218,6 +218,28 @@ class Workdir:
             log.warning("umount %s failed: %s", self.root, os.strerror(ctypes.get_errno()))
         shutil.rmtree(self.root, ignore_errors=True)
 
+# %% ../../nbs/280_workdir.ipynb #9d4fc077
+HOST_JOB_UID = 65534  # the host uid a root host starts its sandboxes as when no cgroup can cap them
+
+def _open_to_others(path) -> bool:
+    "Can a uid with no claim on `path` reach it? (Every folder above searchable by others, the path readable.)"
+    path = Path(path).resolve()
+    return all(p.stat().st_mode & stat.S_IXOTH for p in path.parents) and bool(path.stat().st_mode & stat.S_IROTH)
+
+_CLOSED_WARNED: set = set()
+
+def job_uid(reach) -> int | None:
+    """bwrap on a root host without cgroups: the uid to start it as (`HOST_JOB_UID`) when that uid can reach every
+    path in `reach` (the interpreter and its prefixes); else None, and a warning once (no process cap then)."""
+    closed = tuple(str(p) for p in reach if not _open_to_others(p))
+    if not closed:
+        return HOST_JOB_UID
+    if closed not in _CLOSED_WARNED:
+        _CLOSED_WARNED.add(closed)
+        log.warning("sandboxed jobs have no process cap: this root host has no cgroup v1, and uid %d, which RLIMIT_NPROC "
+                    "would cap, cannot reach %s (install Python where others can read it)", HOST_JOB_UID, ", ".join(closed))
+    return None
+
 # %% ../../nbs/280_workdir.ipynb #b1a2c3d5
 _KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket",
           stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
@@ -239,6 +261,18 @@ def submission_cap(public: Path, limits: SandboxLimits) -> int:
     return min(limits.file_mb << 20, max(1 << 20, 32 * sample))
 
 # %% ../../nbs/280_workdir.ipynb #b1a2c3d6
+def _read_small_file(folder: Path, name: str, cap: int = 4096) -> bytes | None:
+    "A regular file's bytes, never following a link, never blocking on a FIFO, never reading past `cap` (else None)."
+    try: directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError: return None
+    try: fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+    except OSError: return None
+    finally: os.close(directory)
+    try:
+        info = os.fstat(fd)
+        return os.read(fd, cap) if stat.S_ISREG(info.st_mode) and info.st_size <= cap else None
+    finally: os.close(fd)
+
 def fetch_submission(folder: Path, dest_dir: Path, cap: int, name: str = "submission.csv") -> tuple[Path | None, str | None]:
     """Copy `folder/name` into dest_dir; the folder and the file are opened without following links (the file
     relative to the folder's fd), the size is checked before a byte is read. Returns (copy, None), (None, None)
