@@ -145,6 +145,15 @@ def test_bad_grid_is_one_line_on_stderr(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_slice_of_seeds_outside_the_grid_is_one_line_on_stderr(tmp_path):
+    "`--seeds` runs a slice of a grid (the long grid is run a slice at a time); a seed the grid lacks is an error."
+    wmrl = Path(sys.executable).parent / "wmrl"
+    done = subprocess.run([str(wmrl), "reproduce", "embodied", "--size", "long", "--seeds", "0", "99", "--out",
+                           str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--seeds [99] are not seeds of this grid" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
 def test_importing_the_embodied_modules_loads_no_simulator_or_torch():
     code = ("import json, sys, wmrl.embodied.report, wmrl.embodied.loop, wmrl.embodied.policy, wmrl.embodied.progress, "
             "wmrl.embodied.pixels, wmrl.embodied.sim, wmrl.embodied.libero, wmrl.embodied.vla_grpo; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "

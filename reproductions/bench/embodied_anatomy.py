@@ -58,6 +58,7 @@ def main(argv=None) -> int:
                         help="the pixel model's behaviour-policy rollouts per init (default: the grid's; 0: experts only)")
     parser.add_argument("--wm-inits", type=int, default=None, help="training init states per task of the world models (default: the grid's)")
     parser.add_argument("--wm-frame-px", type=int, default=None, help="the pixel model's frame side (default: the grid's)")
+    parser.add_argument("--wm-arch", default=None, choices=["conv", "keypoints"], help="the pixel model's architecture (default: the grid's)")
     parser.add_argument("--from-seeds", nargs="+", default=None,
                         help="summarise the per-seed lines earlier runs wrote to stderr (.jsonl files) instead of running; "
                              "a model already read from an earlier file is named model@file-stem")
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
         base = replace(base, temperature=args.temperature)
     if args.wm_policy_rollouts is not None:
         base = replace(base, wm_policy_rollouts=args.wm_policy_rollouts)
-    for knob in ("wm_inits", "wm_frame_px"):
+    for knob in ("wm_inits", "wm_frame_px", "wm_arch"):
         if getattr(args, knob) is not None:
             base = replace(base, **{knob: getattr(args, knob)})
     per_seed = {name: [] for name in args.models}
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     print(json.dumps({"grid": args.grid, "seeds": args.seeds or grid["seeds"], "eval_inits": list(base.eval_inits),
                       "temperature": base.temperature, "wm_policy_rollouts": base.wm_policy_rollouts,
-                      "wm_inits": base.wm_inits, "wm_frame_px": base.wm_frame_px,
+                      "wm_inits": base.wm_inits, "wm_frame_px": base.wm_frame_px, "wm_arch": base.wm_arch,
                       "fingerprints": {n: m.fingerprint for n, m in models.items() if n != "oracle"},
                       "rollouts_per_init": base.rollouts_per_init, **summarise(per_seed)}, indent=1))
     return 0

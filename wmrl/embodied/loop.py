@@ -78,6 +78,7 @@ class EmbodiedConfig:
     eval_every: int = 0  # held-out evaluation every k steps (0: before and after training only)
     wm_policy_rollouts: int = 8  # pixels only: rollouts per world-model init state of a behaviour SFT policy (seed 100) added to its data
     wm_frame_px: int = 64  # pixels only: frame side the CNN reads (the goal marker is about a pixel at 64)
+    wm_arch: str = "conv"  # pixels only: "conv" (flattened feature maps) or "keypoints" (spatial soft-argmax, nbs/632)
     cache_dir: str = ""  # shared world model, SFT checkpoints and step-0 evaluations ("" = out_dir/cache)
 
     def to_dict(self) -> dict:
@@ -120,6 +121,8 @@ def arm_of(config: EmbodiedConfig) -> str:
                          f"{config.world_model!r} and {config.instrument!r}")
     if not isinstance(config.wm_frame_px, int) or not 32 <= config.wm_frame_px <= 256:
         raise ValueError(f"wm_frame_px is the pixel model's frame side, 32 to 256, got {config.wm_frame_px!r}")
+    if config.wm_arch not in ("conv", "keypoints"):
+        raise ValueError(f"wm_arch is the pixel model's architecture, 'conv' or 'keypoints', got {config.wm_arch!r}")
     if config.world_model != "oracle" and (config.instrument, config.instrument_strength) != ("clean", 1.0):
         raise ValueError("instruments act on the oracle reward: set world_model='oracle'")
     arm = ARM_OF_METHOD.get(config.method, config.method)
@@ -152,7 +155,8 @@ def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
         from wmrl.embodied.oracle import OracleReward
         return OracleReward(config.instrument, config.instrument_strength, seed=17), {"cached": False, "oracle": config.instrument}
     pixel = config.world_model == "pixels"
-    sized = ("wm_frame_px",) if config.wm_frame_px != pixels.FRAME_SIZE else ()  # 64 px keeps the keys of earlier caches
+    sized = tuple(k for k, first in (("wm_frame_px", pixels.FRAME_SIZE), ("wm_arch", "conv"))
+                  if getattr(config, k) != first)  # the first model's knobs keep the keys of earlier caches
     kind, load, save, knobs = (("pixel_model", pixels.load_pixel_model, pixels.save_pixel_model, WM_KNOBS + ("wm_policy_rollouts",) + sized)
                                if pixel else ("progress_model", progress.load_progress_model, progress.save_progress_model, WM_KNOBS))
     path = cache / f"{kind}_{_key(config, knobs)}.npz"
@@ -170,7 +174,8 @@ def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
                                behaviour.act(np.random.default_rng([WM_POLICY_SEED, 5]), 1.0), config.budget))
     data = concat_rollouts(batches)
     shape = {"frames": config.frames, "smooth_k": config.smooth_k, "mode": config.dense_mode}
-    model, info = (pixels.train_pixel_model(data, config.tasks, config.train_tasks, size=config.wm_frame_px, **shape) if pixel
+    model, info = (pixels.train_pixel_model(data, config.tasks, config.train_tasks, size=config.wm_frame_px,
+                                             arch=config.wm_arch, **shape) if pixel
                    else train_progress_model(data, config.tasks, config.train_tasks, epochs=config.wm_epochs, **shape))
     save(model, path)
     return model, {"cached": False, "sim_cpu_s": data.sim_cpu_s, "train_cpu_s": info["cpu_s"],

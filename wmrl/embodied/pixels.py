@@ -19,8 +19,8 @@ from .progress import fingerprint_of, potential_collapse, save_npz_atomic, task_
 from .sim import Rollouts, frame_ticks, init_state, make_env, set_physics
 
 # %% auto #0
-__all__ = ['FRAME_SIZE', 'CAMERA', 'FAILURE_CAP', 'FrameRenderer', 'render_rollouts', 'graded_targets', 'PixelProgressModel',
-           'preference_pairs', 'train_pixel_model', 'save_pixel_model', 'load_pixel_model']
+__all__ = ['FRAME_SIZE', 'CAMERA', 'FAILURE_CAP', 'ARCHS', 'FrameRenderer', 'render_rollouts', 'graded_targets',
+           'PixelProgressModel', 'preference_pairs', 'train_pixel_model', 'save_pixel_model', 'load_pixel_model']
 
 # %% ../../nbs/632_pixels.ipynb #adbb6a5f
 FRAME_SIZE = 64  # pixels per side of a frame
@@ -91,9 +91,13 @@ def graded_targets(batch: Rollouts, ticks: np.ndarray, cap: float = FAILURE_CAP)
     return np.where(batch.success[:, None] > 0.5, ramp, cap * np.clip(batch.shaped_trace[rows, ticks], 0, 1))
 
 # %% ../../nbs/632_pixels.ipynb #5748226d
-def _net(n_tasks: int, size: int = FRAME_SIZE, hidden: int = 64):
+def _net(n_tasks: int, size: int = FRAME_SIZE, hidden: int = 64, arch: str = "conv"):
     import torch
     from torch import nn
+    if arch not in ARCHS:
+        raise ValueError(f"arch is one of {ARCHS}, got {arch!r}")
+    if arch == "keypoints":
+        return _keypoint_net(n_tasks, hidden)
     conv = nn.Sequential(nn.Conv2d(3, 16, 5, stride=2), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(),
                          nn.Conv2d(32, 32, 3, stride=2), nn.ReLU(), nn.Flatten())
     width = conv(torch.zeros(1, 3, size, size)).shape[1]
@@ -105,20 +109,44 @@ def _net(n_tasks: int, size: int = FRAME_SIZE, hidden: int = 64):
             return self.head(torch.cat([self.conv(images), codes], dim=1))[:, 0]
     return Net()
 
+# %% ../../nbs/632_pixels.ipynb #871ad1c6
+ARCHS = ("conv", "keypoints")
+
+def _spatial_softargmax(maps):
+    "(N, C, H, W) feature maps -> (N, 2C): each map's softmax over the image, then its expected x and y in [-1, 1]."
+    import torch
+    n, c, h, w = maps.shape
+    p = torch.softmax(maps.flatten(2), -1).view(n, c, h, w)
+    xs, ys = torch.linspace(-1, 1, w), torch.linspace(-1, 1, h)
+    return torch.cat([(p.sum(2) * xs).sum(-1), (p.sum(3) * ys).sum(-1)], dim=1)
+
+def _keypoint_net(n_tasks: int, hidden: int = 64, points: int = 16):
+    import torch
+    from torch import nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(3, 16, 5, stride=2), nn.ReLU(), nn.Conv2d(16, 16, 3), nn.ReLU(),
+                                      nn.Conv2d(16, points, 3))
+            self.head = nn.Sequential(nn.Linear(2 * points + n_tasks, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        def forward(self, images, codes):
+            return self.head(torch.cat([_spatial_softargmax(self.conv(images)), codes], dim=1))[:, 0]
+    return Net()
+
 # %% ../../nbs/632_pixels.ipynb #2e54726e
 class PixelProgressModel:
     "Frozen per-frame progress from pixels: numpy weights, the tasks it knows, a fingerprint; a renderer of its own."
     def __init__(self, weights: dict, known_tasks, frames: int = 8, smooth_k: int = 3, mode: str = "potential",
-                 size: int = FRAME_SIZE):
+                 size: int = FRAME_SIZE, arch: str = "conv"):
         self.weights = {k: np.asarray(v, np.float32) for k, v in weights.items()}
         self.known_tasks, self.frames, self.smooth_k, self.mode = tuple(known_tasks), frames, smooth_k, mode
-        self._net, self.size, self.renderer = None, int(size), FrameRenderer(int(size))
+        self._net, self.size, self.renderer, self.arch = None, int(size), FrameRenderer(int(size)), arch
 
     def progress(self, images, task_names) -> np.ndarray:
         "(N, H, W, 3) uint8 frames and N task names -> (N,) progress in [0, 1]."
         import torch
         if self._net is None:
-            self._net = _net(len(self.known_tasks), self.size).eval()
+            self._net = _net(len(self.known_tasks), self.size, arch=self.arch).eval()
             self._net.load_state_dict({k: torch.from_numpy(v) for k, v in self.weights.items()})
         x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0
         codes = torch.from_numpy(task_codes(task_names, self.known_tasks))
@@ -137,7 +165,8 @@ def _score(self: PixelProgressModel, batch: Rollouts, task_list) -> dict:
             "wm_cpu_s": time.process_time() - start}
 
 def _fingerprint(self: PixelProgressModel) -> str:
-    return fingerprint_of([self.known_tasks, self.frames, self.smooth_k, self.mode],
+    shape = [self.known_tasks, self.frames, self.smooth_k, self.mode] + ([self.arch] if self.arch != "conv" else [])
+    return fingerprint_of(shape,  # the first architecture's fingerprints stay as they were
                           (b for name in sorted(self.weights) for b in (name.encode(), self.weights[name].tobytes())))
 
 PixelProgressModel.score, PixelProgressModel.fingerprint = _score, property(_fingerprint)
@@ -169,7 +198,7 @@ def _preference_loss(logits, outcome, groups, k: int, kappa: float):
 # %% ../../nbs/632_pixels.ipynb #360849b2
 def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int = 12, epochs: int = 60,
                       lr: float = 2e-3, preference: float = 1.0, kappa: float = 10.0, seed: int = 0,
-                      groups_per_batch: int = 8, size: int = FRAME_SIZE, **kwargs) -> tuple[PixelProgressModel, dict]:
+                      groups_per_batch: int = 8, size: int = FRAME_SIZE, arch: str = "conv", **kwargs) -> tuple[PixelProgressModel, dict]:
     "Render, label and fit the CNN on a batch of the known tasks' rollouts; freeze it as numpy weights."
     import torch
     start, wall = time.process_time(), time.perf_counter()
@@ -183,7 +212,7 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
     codes = torch.from_numpy(task_codes(names, known_tasks))
     groups = batch.task * 1000 + batch.init
     torch.manual_seed(seed); gen = torch.Generator().manual_seed(seed)
-    net, cells = _net(len(known_tasks), size), np.unique(groups)
+    net, cells = _net(len(known_tasks), size, arch=arch), np.unique(groups)
     optimiser, losses = torch.optim.Adam(net.parameters(), lr=lr), []
     k = kwargs.get("smooth_k", 3)
     for _ in range(epochs):
@@ -196,7 +225,7 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
             optimiser.zero_grad(); loss.backward(); optimiser.step()
         losses.append(loss.item())
     weights = {name: v.detach().numpy().copy() for name, v in net.state_dict().items()}
-    model = PixelProgressModel(weights, known_tasks, size=size, **kwargs)
+    model = PixelProgressModel(weights, known_tasks, size=size, arch=arch, **kwargs)
     return model, {"losses": losses, "frames": int(images.shape[0] * images.shape[1]), "render_cpu_s": render_cpu_s,
                    "cpu_s": time.process_time() - start, "wall_s": time.perf_counter() - wall}
 
@@ -204,7 +233,8 @@ def train_pixel_model(batch: Rollouts, task_list, known_tasks, train_frames: int
 def save_pixel_model(model: PixelProgressModel, path) -> Path:
     "Write the weights and their fingerprint atomically (an .npz: numbers only, no pickle)."
     return save_npz_atomic(path, {"known_tasks": model.known_tasks, "frames": model.frames, "smooth_k": model.smooth_k,
-                                  "mode": model.mode, "fingerprint": model.fingerprint, "kind": "pixels", "size": model.size},
+                                  "mode": model.mode, "fingerprint": model.fingerprint, "kind": "pixels", "size": model.size,
+                                  "arch": model.arch},
                            {f"w:{k}": v for k, v in model.weights.items()})
 
 def load_pixel_model(path) -> PixelProgressModel:
@@ -212,7 +242,7 @@ def load_pixel_model(path) -> PixelProgressModel:
         header = json.loads(str(data["header"]))
         weights = {k[2:]: data[k] for k in data.files if k.startswith("w:")}
     model = PixelProgressModel(weights, header["known_tasks"], header["frames"], header["smooth_k"], header["mode"],
-                               header.get("size", FRAME_SIZE))  # files written before the knob are 64 px
+                               header.get("size", FRAME_SIZE), header.get("arch", "conv"))  # older files: 64 px, conv
     if header.get("kind") != "pixels" or model.fingerprint != header["fingerprint"]:
         raise ValueError(f"{path}: not a pixel progress model, or its weights do not match their fingerprint")
     return model

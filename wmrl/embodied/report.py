@@ -360,10 +360,11 @@ def cli_reproduce_embodied(argv: list[str] | None = None) -> int:
     from wmrl.autoresearch.runner import load_grid, repo_root
     parser = argparse.ArgumentParser(prog="wmrl reproduce embodied", description="The embodied miniature: four arms "
                                      "x seeds of GRPO on Meta-World, then the summary (Table 3 columns).")
-    parser.add_argument("--size", choices=["quick", "full"], default="quick")
+    parser.add_argument("--size", choices=["quick", "full", "long"], default="quick")
     parser.add_argument("--grid", default=None, help="a grid YAML (default: reproductions/grids/embodied_<size>.yaml)")
     parser.add_argument("--out", default=None, help="output folder (default: <runs_dir>/embodied_<size>)")
     parser.add_argument("--workers", type=int, default=2, help="runs at a time (one core each)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="only these of the grid's seeds (a slice)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -371,6 +372,10 @@ def cli_reproduce_embodied(argv: list[str] | None = None) -> int:
         if args.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
         grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"embodied_{args.size}.yaml")
+        if args.seeds is not None:
+            if not set(args.seeds) <= set(grid["seeds"]):
+                raise ValueError(f"--seeds {sorted(set(args.seeds) - set(grid['seeds']))} are not seeds of this grid")
+            grid = {**grid, "seeds": [s for s in grid["seeds"] if s in args.seeds]}
         if args.out:
             out = Path(args.out)
         else:
