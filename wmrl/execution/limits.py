@@ -121,14 +121,20 @@ SYNTAX_EXIT = 86   # the launcher's exit code for a solution that does not compi
 MEMORY_EXIT = 87   # ... and for a solution that died of MemoryError
 
 TREE_CPU_SOURCE = r'''
-def _pidns_cpu_s(tick=os.sysconf("SC_CLK_TCK")):
-    "pid 1 without a cgroup: CPU-s of its pid namespace (what it reaped, then each live process's own and what it reaped)"
-    used = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
-    for p in os.listdir("/proc"):  # the fields after the name: utime, stime, cutime, cstime are 11 to 14
-        if not p.isdigit() or p == "1": continue
-        try: used += sum(map(int, open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[11:15])) / tick
-        except (OSError, ValueError): pass
-    return used
+def _watch_pidns(limit, stop):
+    """pid 1 without a cgroup: every 0.25 s, the CPU-s of its pid namespace (what it reaped, then each live process's
+    own and what that one reaped); past `limit`, stop(). A job that sends SIGALRM itself buys no extra scans."""
+    import signal, time
+    tick, last = os.sysconf("SC_CLK_TCK"), [0.0]
+    def watch(*_):
+        if time.monotonic() - last[0] < 0.2: return
+        last[0], used = time.monotonic(), sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
+        for p in os.listdir("/proc"):  # the fields after the name: utime, stime, cutime, cstime are 11 to 14
+            if not p.isdigit() or p == "1": continue
+            try: used += sum(map(int, open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[11:15])) / tick
+            except (OSError, ValueError): pass
+        if used > limit: stop()
+    signal.signal(signal.SIGALRM, watch); signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
 '''  # shared by the launcher and the warm server's per-job init (`291_warm_server`)
 
 LAUNCHER_SOURCE = r'''
@@ -167,12 +173,11 @@ if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: rea
     if _child:
         import ctypes, json, signal
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the job can neither ptrace pid 1 nor open its fds
+        def _kill_all():
+            try: os.kill(-1, signal.SIGKILL)
+            except OSError: pass
         if _cfg.get("tree_cpu") and os.getpid() == 1:  # no cgroup counts the tree: pid 1 stops it at its CPU budget
-            def _watch(*_, _limit=float(_cfg["tree_cpu"])):
-                if _pidns_cpu_s() > _limit:
-                    try: os.kill(-1, signal.SIGKILL)
-                    except OSError: pass
-            signal.signal(signal.SIGALRM, _watch); signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
+            _watch_pidns(float(_cfg["tree_cpu"]), _kill_all)
         os.close(_go_r); os.close(_go_w)  # now the solution may start
         _status = 1 << 8
         while True:
@@ -180,9 +185,7 @@ if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: rea
             except ChildProcessError: break
             if _pid == _child:
                 _status = _st
-                if os.getpid() == 1:  # kill(-1) at pid 1 is this sandbox's pid namespace; anywhere else, never
-                    try: os.kill(-1, signal.SIGKILL)
-                    except OSError: pass
+                if os.getpid() == 1: _kill_all()  # kill(-1) at pid 1 is this sandbox's pid namespace; anywhere else, never
         signal.setitimer(signal.ITIMER_REAL, 0)
         _ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         _report = {"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024}

@@ -170,10 +170,6 @@ def _end_all(*_):
     try: os.kill(_victims[0], signal.SIGKILL)
     except OSError: pass
 TREE_CPU_FUNCTION
-def _watch_tree(limit):
-    "No cgroup counts the job's tree: init, whose /proc is the job's own, sums it every 0.25 s and ends it past `limit`"
-    signal.signal(signal.SIGALRM, lambda *_: _pidns_cpu_s() > limit and _end_all())
-    signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
 def _init(req, out, err, report):
     "pid 1 of the job: runs the solution as pid 2, reaps everything, reports the solution's wait status"
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with its supervisor
@@ -188,7 +184,8 @@ def _init(req, out, err, report):
     except OSError: pass
     if os.getpid() != 1:  # never kill(-1) outside a pid namespace of the job's own: that would be every process
         _victims[0] = -pid
-    elif req["isolate"] and _cfg.get("fresh_proc") and not _cfg["cgroups"]: _watch_tree(req["cpu_budget"] + 1)
+    elif req["isolate"] and _cfg.get("fresh_proc") and not _cfg["cgroups"]:  # no cgroup counts the tree; its /proc is its own
+        _watch_pidns(req["cpu_budget"] + 1, _end_all)
     status = None
     while True:
         try: done, st = os.waitpid(-1, 0)
