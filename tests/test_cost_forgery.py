@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from contamination_attacks import docker_backend
+from nonroot_disk_probe import JOBS
 
 from wmrl.execution import backends
 from wmrl.execution.backends import BwrapBackend, SubprocessBackend, bwrap_works
@@ -84,8 +85,7 @@ def test_docker_reads_the_cost_from_the_kernel_not_the_job(forge):
 # 9 CPU-s (recorded a timeout only afterwards, having starved their neighbours for it). Without a cgroup to stop the
 # tree, the sandbox's pid 1 now sums the CPU of every process in its pid namespace every 0.25 s and kills them all
 # past the budget + 1 s. On commit 13d127f both cases below ran to 9 CPU-s.
-TREE = ("import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        start = time.process_time()\n"
-        "        while time.process_time() - start < 1.5: pass\n        os._exit(0)\nfor _ in range(6): os.wait()\n")
+TREE = JOBS["tree"]  # the non-root probe's job (`test_nonroot_disk.py`)
 TREE_LIMITS = SandboxLimits(wall_s=30.0, cpu_s=2, memory_mb=1024)
 
 

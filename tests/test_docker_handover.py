@@ -1,7 +1,7 @@
 """Docker run by a user who is not root (issue 24, breach 7's last part). The job's folders were host folders bound
 into the container: sized tmpfs mounts where the host is root, plain folders elsewhere, so a non-root user's job
 wrote 1.2 GB against a 512 MB budget. Now the engine makes the job's `/workdir` and `/tmp` as sized tmpfs mounts
-whoever runs the kit, and the launcher, as the container's pid 1 and root with three capabilities, runs the job as
+whoever runs the kit, and the launcher, as the container's pid 1 and root with four capabilities, runs the job as
 uid 65534, reaps it, and hands the submission and its own account of the tree over into a bound host folder of mode
 0700 that the job's uid cannot open.
 

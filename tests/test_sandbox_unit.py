@@ -140,7 +140,7 @@ def test_docker_container_arguments_without_a_daemon(tmp_path):
         kw = backend.container_kwargs(tmp_path / "job", wd, tmp_path / "public", lim)
     finally:
         wd.cleanup()
-    # pid 1 is the container's root with three powers; the job itself runs as 65534 with none (drop_to)
+    # pid 1 is the container's root with four capabilities; the job itself runs as 65534 with none (drop_to)
     assert kw["network_mode"] == "none" and kw["read_only"] is True and kw["user"] == "0:0" and kw["init"] is False
     assert kw["cap_add"] == ["SETUID", "SETGID", "KILL", "DAC_OVERRIDE"] and "drop_to=65534" in kw["environment"]["WMRL_LAUNCH"]
     assert kw["security_opt"] == ["no-new-privileges"]

@@ -25,6 +25,7 @@ from pathlib import Path
 from wmrl.autoresearch.runner import expand_grid, load_grid
 from wmrl.embodied.loop import EmbodiedConfig, evaluate, sft_policy, world_model
 from wmrl.embodied.oracle import OracleReward
+from wmrl.embodied.pixels import ARCHS
 from wmrl.embodied.report import ANATOMY_KEYS, paired_interval, t_interval
 from wmrl.embodied.sim import EnvPool
 
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
                         help="the pixel model's behaviour-policy rollouts per init (default: the grid's; 0: experts only)")
     parser.add_argument("--wm-inits", type=int, default=None, help="training init states per task of the world models (default: the grid's)")
     parser.add_argument("--wm-frame-px", type=int, default=None, help="the pixel model's frame side (default: the grid's)")
-    parser.add_argument("--wm-arch", default=None, choices=["conv", "keypoints"], help="the pixel model's architecture (default: the grid's)")
+    parser.add_argument("--wm-arch", default=None, choices=ARCHS, help="the pixel model's architecture (default: the grid's)")
     parser.add_argument("--from-seeds", nargs="+", default=None,
                         help="summarise the per-seed lines earlier runs wrote to stderr (.jsonl files) instead of running; "
                              "a model already read from an earlier file is named model@file-stem")

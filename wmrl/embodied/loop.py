@@ -121,8 +121,9 @@ def arm_of(config: EmbodiedConfig) -> str:
                          f"{config.world_model!r} and {config.instrument!r}")
     if not isinstance(config.wm_frame_px, int) or not 32 <= config.wm_frame_px <= 256:
         raise ValueError(f"wm_frame_px is the pixel model's frame side, 32 to 256, got {config.wm_frame_px!r}")
-    if config.wm_arch not in ("conv", "keypoints"):
-        raise ValueError(f"wm_arch is the pixel model's architecture, 'conv' or 'keypoints', got {config.wm_arch!r}")
+    from wmrl.embodied.pixels import ARCHS
+    if config.wm_arch not in ARCHS:
+        raise ValueError(f"wm_arch is the pixel model's architecture, one of {ARCHS}, got {config.wm_arch!r}")
     if config.world_model != "oracle" and (config.instrument, config.instrument_strength) != ("clean", 1.0):
         raise ValueError("instruments act on the oracle reward: set world_model='oracle'")
     arm = ARM_OF_METHOD.get(config.method, config.method)
@@ -155,7 +156,7 @@ def world_model(config: EmbodiedConfig, pool: EnvPool, cache: Path):
         from wmrl.embodied.oracle import OracleReward
         return OracleReward(config.instrument, config.instrument_strength, seed=17), {"cached": False, "oracle": config.instrument}
     pixel = config.world_model == "pixels"
-    sized = tuple(k for k, first in (("wm_frame_px", pixels.FRAME_SIZE), ("wm_arch", "conv"))
+    sized = tuple(k for k, first in (("wm_frame_px", pixels.FRAME_SIZE), ("wm_arch", pixels.ARCHS[0]))
                   if getattr(config, k) != first)  # the first model's knobs keep the keys of earlier caches
     kind, load, save, knobs = (("pixel_model", pixels.load_pixel_model, pixels.save_pixel_model, WM_KNOBS + ("wm_policy_rollouts",) + sized)
                                if pixel else ("progress_model", progress.load_progress_model, progress.save_progress_model, WM_KNOBS))

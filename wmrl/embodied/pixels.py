@@ -165,7 +165,7 @@ def _score(self: PixelProgressModel, batch: Rollouts, task_list) -> dict:
             "wm_cpu_s": time.process_time() - start}
 
 def _fingerprint(self: PixelProgressModel) -> str:
-    shape = [self.known_tasks, self.frames, self.smooth_k, self.mode] + ([self.arch] if self.arch != "conv" else [])
+    shape = [self.known_tasks, self.frames, self.smooth_k, self.mode] + ([self.arch] if self.arch != ARCHS[0] else [])
     return fingerprint_of(shape,  # the first architecture's fingerprints stay as they were
                           (b for name in sorted(self.weights) for b in (name.encode(), self.weights[name].tobytes())))
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
-from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file, job_uid, submission_cap
+from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file, job_uid, run_as, submission_cap
 
 # %% auto #0
 __all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'TEST_DATA_PACKAGES', 'drive', 'SandboxBackend', 'SubprocessBackend',
@@ -149,13 +149,17 @@ class _ProcessBackend:
                 report_usage: bool) -> tuple[list[str], dict, str]:
         raise NotImplementedError
 
+    def host_uid(self, grouped: bool) -> int | None:
+        "The host uid to start the sandbox as (None: whoever runs the kit); bwrap's differs on a root host, below."
+        return None
+
     def run(self, code: str, public_dir, limits: SandboxLimits, output_dir) -> RawRun:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         public = _check_public_dir(public_dir)
         job = Path(tempfile.mkdtemp(prefix="wmrl-job-"))
         use_group = self.uses_cgroup and CgroupV1.available()
-        uid = job_uid([*self.binds, self.python]) if self.reaps and IS_ROOT and not use_group else None  # bwrap (nbs/280)
+        uid = self.host_uid(use_group)
         workdir, group = Workdir(limits.disk_mb, owner=uid), None
         usage = os.pipe() if self.reaps and not use_group else None  # pid 1 reports the tree's usage through it
         extra = {"usage_fd": usage[1]} if usage else {}
@@ -176,7 +180,7 @@ class _ProcessBackend:
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=tuple(sent),
-                                        **({} if uid is None else {"user": uid, "group": uid, "extra_groups": []}))
+                                        **run_as(uid))
             finally:  # closed here even when the sandbox cannot start
                 for fd in sent: os.close(fd)
             def kill_tree():
@@ -336,6 +340,10 @@ class BwrapBackend(_ProcessBackend):
         self.hidden = _editable_hooks()
         self.masked_folders, self.masked_files = dataset_masks()
         self.hands_over = self.sizes = bwrap_sizes_tmpfs(self.bwrap)  # non-root: the job's disk inside the sandbox
+
+    def host_uid(self, grouped: bool) -> int | None:
+        "65534 on a root host that no cgroup caps, when that uid can read the interpreter (`job_uid`, nbs/280)."
+        return job_uid((*self.binds, self.python)) if IS_ROOT and not grouped else None
 
     def command(self, job, workdir, public, limits, report_usage=True, binds=(), usage_fd=None, hand_over=None):
         """`binds`: extra (host, inside) writable binds (a warm server's cgroup folders). `usage_fd`: a pipe for the

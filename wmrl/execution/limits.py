@@ -259,7 +259,7 @@ def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str |
     if drop_to is not None:
         rlimits["drop_to"] = int(drop_to)
     if hand_over is not None:
-        if ";" in hand_over[1] or (hand_over[0] is None) != (report_dir is not None) or (usage_fd is None and report_dir is None):
+        if ";" in hand_over[1] or (usage_fd if hand_over[0] is not None else report_dir) is None:  # a host fd, or a folder
             raise ValueError(f"hand_over needs usage_fd and a host fd, or report_dir and None, and a folder without ';': {hand_over!r}")
         rlimits.update({} if hand_over[0] is None else {"submission_fd": int(hand_over[0])},
                        submission_dir=hand_over[1], submission_cap=int(hand_over[2]))

@@ -23,7 +23,7 @@ from pathlib import Path
 from .backends import BwrapBackend, SubprocessBackend, _check_public_dir, bwrap_works, find_bwrap
 from .limits import RawRun, SandboxLimits
 from .warm_server import SERVER_SOURCE
-from .workdir import IS_ROOT, CgroupV1, Workdir, fetch_submission, job_uid, submission_cap, submission_problem
+from .workdir import CgroupV1, Workdir, fetch_submission, run_as, submission_cap, submission_problem
 
 # %% auto #0
 __all__ = ['log', 'CGROUP_ROOT', 'DEFAULT_PRELOAD', 'ServerDied', 'Contested', 'ForkServer', 'run_job', 'WarmBackend']
@@ -56,7 +56,7 @@ class ForkServer:
     def __init__(self, public: Path, cold, preload, slots: int, limits: SandboxLimits):
         self.public, self.lock, self.waiting, self.closed = public, threading.Lock(), {}, False
         self.isolate, self.dispatched, grouped = isinstance(cold, BwrapBackend), 0, CgroupV1.available()
-        uid = job_uid([*cold.binds, cold.python]) if self.isolate and IS_ROOT and not grouped else None  # nbs/280
+        uid = cold.host_uid(grouped) if self.isolate else None  # 65534 on a root host no cgroup caps (nbs/280)
         self.jobs = Workdir((limits.file_mb + 1) * slots + 64, owner=uid)  # per-job outputs (the submissions)
         self.group, self.capacity, cgroups, binds = None, slots, {}, []
         if grouped:  # the whole server: a fork bomb or a memory hog stops at the group's caps
@@ -85,7 +85,7 @@ class ForkServer:
             self.proc = subprocess.Popen([*cmd, cold.python, "-c", SERVER_SOURCE], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=server_log, env=env, cwd=cwd,
                                          start_new_session=True, close_fds=True,
-                                         **({} if uid is None else {"user": uid, "group": uid, "extra_groups": []}))
+                                         **run_as(uid))
         hello = self.proc.stdout.readline()
         if not hello:
             self.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import logging
 import os
 import shutil
@@ -23,7 +24,8 @@ from .limits import RawRun, SandboxLimits
 
 # %% auto #0
 __all__ = ['log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH', 'HOST_JOB_UID', 'CgroupV1', 'tree_bytes', 'copy_regular_file',
-           'Workdir', 'job_uid', 'submission_problem', 'submission_cap', 'fetch_submission', 'cleanup_stale_runs']
+           'Workdir', 'job_uid', 'run_as', 'submission_problem', 'submission_cap', 'fetch_submission',
+           'cleanup_stale_runs']
 
 # %% ../../nbs/280_workdir.ipynb #2259d752
 log = logging.getLogger("wmrl.execution.workdir")
@@ -226,19 +228,20 @@ def _open_to_others(path) -> bool:
     path = Path(path).resolve()
     return all(p.stat().st_mode & stat.S_IXOTH for p in path.parents) and bool(path.stat().st_mode & stat.S_IROTH)
 
-_CLOSED_WARNED: set = set()
-
-def job_uid(reach) -> int | None:
+@functools.cache
+def job_uid(reach: tuple) -> int | None:
     """bwrap on a root host without cgroups: the uid to start it as (`HOST_JOB_UID`) when that uid can reach every
-    path in `reach` (the interpreter and its prefixes); else None, and a warning once (no process cap then)."""
-    closed = tuple(str(p) for p in reach if not _open_to_others(p))
-    if not closed:
-        return HOST_JOB_UID
-    if closed not in _CLOSED_WARNED:
-        _CLOSED_WARNED.add(closed)
+    path in `reach` (the interpreter and its prefixes); else None, and a warning (no process cap then). Asked once per
+    `reach`: the answer is the same for every run, and so is the warning."""
+    closed = [str(p) for p in reach if not _open_to_others(p)]
+    if closed:
         log.warning("sandboxed jobs have no process cap: this root host has no cgroup v1, and uid %d, which RLIMIT_NPROC "
                     "would cap, cannot reach %s (install Python where others can read it)", HOST_JOB_UID, ", ".join(closed))
-    return None
+    return None if closed else HOST_JOB_UID
+
+def run_as(uid: int | None) -> dict:
+    "`subprocess.Popen`'s arguments that start a process as `uid` (its group, no other), or none for whoever we are."
+    return {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
 
 # %% ../../nbs/280_workdir.ipynb #b1a2c3d5
 _KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket",
