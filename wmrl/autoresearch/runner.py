@@ -23,8 +23,8 @@ from ..core.settings import did_you_mean, read_yaml
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SUITE_TASK_S', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S',
            'TIMEOUT_SHARE', 'PARALLEL_SPEEDUP', 'ORACLE_STEP_S', 'BENCHMARK_KINDS', 'RunSpec', 'expand_grid',
-           'load_grid', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config', 'execute_run',
-           'run_specs', 'grid_suite_tasks', 'unbuilt_grid_tasks', 'build_grid_tasks', 'run_grid',
+           'load_grid', 'grid_slice', 'repo_root', 'provenance', 'run_status', 'load_resolver', 'resolved_config',
+           'execute_run', 'run_specs', 'grid_suite_tasks', 'unbuilt_grid_tasks', 'build_grid_tasks', 'run_grid',
            'estimate_grid_seconds', 'run_grid_cli', 'cli_reproduce_autoresearch', 'cli_reproduce_benchmark',
            'cli_reproduce_mledojo', 'cli_reproduce_dsbench']
 
@@ -87,6 +87,16 @@ def load_grid(path) -> dict:
     grid = read_yaml(path)
     expand_grid(grid)  # validate now
     return grid
+
+def grid_slice(grid: dict, seeds=None) -> dict:
+    """The grid restricted to `seeds` (None: all of it). A grid too long for one sitting runs a slice of seeds at a
+    time into one folder; every slice is the same grid, so its runs are the runs the whole would make. A seed the
+    grid lacks is refused by name: a typo must not start a run the pre-registered design never had."""
+    if seeds is None:
+        return grid
+    if stray := sorted(set(seeds) - set(grid["seeds"])):
+        raise ValueError(f"--seeds {stray} are not seeds of this grid (it has {grid['seeds'][0]}..{grid['seeds'][-1]})")
+    return {**grid, "seeds": [s for s in grid["seeds"] if s in set(seeds)]}
 
 # %% ../../nbs/440_runner.ipynb #a58a6b59
 def repo_root() -> Path:
@@ -291,11 +301,13 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
     parser.add_argument("--size", choices=list(sizes), default=sizes[0])
     parser.add_argument("--grid", default=None, help=f"a grid YAML (default: reproductions/grids/{prefix}_<size>.yaml)")
     parser.add_argument("--out", default=None, help=f"output folder (default: <runs_dir>/{prefix}_<size>)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="only these of the grid's seeds: a slice of a long grid (finished runs are skipped, so slices resume)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"{prefix}_{args.size}.yaml")
+        grid = grid_slice(load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"{prefix}_{args.size}.yaml"), args.seeds)
         if args.out:
             out = Path(args.out).resolve()
             if out.exists() and not out.is_dir():

@@ -357,7 +357,7 @@ def _children_cpu_s() -> float:
 
 def cli_reproduce_embodied(argv: list[str] | None = None) -> int:
     "`wmrl reproduce embodied`: the Meta-World miniature's grid, its summary and a JSON report (exit 2 on bad input)."
-    from wmrl.autoresearch.runner import load_grid, repo_root
+    from wmrl.autoresearch.runner import grid_slice, load_grid, repo_root
     parser = argparse.ArgumentParser(prog="wmrl reproduce embodied", description="The embodied miniature: four arms "
                                      "x seeds of GRPO on Meta-World, then the summary (Table 3 columns).")
     parser.add_argument("--size", choices=["quick", "full", "long"], default="quick")
@@ -371,11 +371,7 @@ def cli_reproduce_embodied(argv: list[str] | None = None) -> int:
     try:
         if args.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
-        grid = load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"embodied_{args.size}.yaml")
-        if args.seeds is not None:
-            if not set(args.seeds) <= set(grid["seeds"]):
-                raise ValueError(f"--seeds {sorted(set(args.seeds) - set(grid['seeds']))} are not seeds of this grid")
-            grid = {**grid, "seeds": [s for s in grid["seeds"] if s in args.seeds]}
+        grid = grid_slice(load_grid(args.grid or repo_root() / "reproductions" / "grids" / f"embodied_{args.size}.yaml"), args.seeds)
         if args.out:
             out = Path(args.out)
         else:
