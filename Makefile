@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -184,6 +184,17 @@ reproduce-long: setup
 	$(BIN)/wmrl reproduce autoresearch --size long --out $(OUT)/autoresearch_long && \
 	$(MEASURED) "make reproduce-long"
 	@echo "Report: $(OUT)/autoresearch_long/results.md, $(OUT)/autoresearch_long/summary.json and figures"
+
+## headline-slice: one slice of the pre-registered headline (reproductions/preregistration/headline.md): seeds SEEDS of
+## the rho = 1/8 grid (grpo_real, wmrl, wmrl_ppi) and of its rho = 1/4 twin, 75 steps each, into $(OUT); finished runs are
+## skipped and a killed run resumes from its checkpoint. Then `python reproductions/bench/headline.py collect` (README in
+## reproductions/results/headline/). About 2 h a pair of seeds on 2 cores (the timed slices are in that README).
+SEEDS ?= 0 1
+headline-slice: setup
+	@start=$$(date +%s); \
+	$(BIN)/wmrl reproduce autoresearch --grid reproductions/grids/autoresearch_headline.yaml --out $(OUT)/autoresearch_headline --seeds $(SEEDS) --no-progress && \
+	$(BIN)/wmrl reproduce autoresearch --grid reproductions/grids/autoresearch_headline_rho25.yaml --out $(OUT)/autoresearch_headline_rho25 --seeds $(SEEDS) --no-progress && \
+	$(MEASURED) "make headline-slice SEEDS=\"$(SEEDS)\""
 
 ## reproduce-ppi: prediction-powered WMRL beyond the paper (wmrl_ppi, ppi; with wmrl at rho = 0.25), 20 steps then to the
 ## plateau at rho = 1/8 and rho = 0.25, each grid reusing the one before it's execution cache. Measured on this machine,

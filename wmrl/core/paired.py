@@ -14,8 +14,9 @@ import numpy as np
 from scipy import stats
 
 # %% auto #0
-__all__ = ['TARGET_FRACTIONS', 'paired_contrast', 'holm', 'seeds_needed', 'paired_power', 'cost_to_target',
-           'ratio_at_equal_score', 'ratio_vs_target', 'plot_ratio_vs_target', 'plot_contrasts']
+__all__ = ['TARGET_FRACTIONS', 'CROSSING_RULES', 'paired_contrast', 'holm', 'tost_paired', 'tost_power', 'seeds_needed',
+           'paired_power', 'cost_to_target', 'ratio_at_equal_score', 'ratio_vs_target', 'plot_ratio_vs_target',
+           'ratio_to_level', 'ratio_across_boot_seeds', 'plot_contrasts']
 
 # %% ../../nbs/160_paired.ipynb #2a6ed141
 def paired_contrast(first: Mapping, second: Mapping, n_boot: int = 10000, seed: int = 0, level: float = 0.95) -> dict:
@@ -47,6 +48,42 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (len(finite) - i) * p))
         adjusted[name] = running
     return adjusted
+
+# %% ../../nbs/160_paired.ipynb #457a7b46
+def tost_paired(first: Mapping, second: Mapping, margin: float, alpha: float = 0.05) -> dict:
+    """Equivalence of first − second within ±`margin`, paired by seed: two one-sided t-tests (TOST), H0 d ≤ −margin
+    and H0 d ≥ +margin, each at `alpha`. `p` is the larger of the two; `equivalent` when p ≤ alpha, that is when the
+    (1 − 2 alpha) t-interval lies inside (−margin, +margin). A difference that is not significant is no evidence of
+    equivalence: at few seeds both the t-test and TOST fail, and only TOST says so."""
+    if not margin > 0:
+        raise ValueError(f"margin must be > 0, got {margin}")
+    seeds = sorted(set(first) & set(second))
+    d = np.array([float(first[s]) - float(second[s]) for s in seeds])
+    if d.size < 2:
+        return {"mean": math.nan, "p": math.nan, "equivalent": False, "seeds": seeds,
+                "why_nan": f"needs >= 2 seeds run by both methods, got {d.size}"}
+    mean, se, df = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(d.size), d.size - 1
+    if se == 0:  # every seed the same difference: inside the margin or not, with certainty
+        p_low = p_high = 0.0 if abs(mean) < margin else 1.0
+    else:
+        p_low, p_high = float(stats.t.sf((mean + margin) / se, df)), float(stats.t.cdf((mean - margin) / se, df))
+    half = float(stats.t.ppf(1 - alpha, df)) * se
+    p = max(p_low, p_high)
+    return {"mean": mean, "margin": margin, "alpha": alpha, "low": mean - half, "high": mean + half, "p_lower": p_low,
+            "p_upper": p_high, "p": p, "equivalent": p <= alpha, "sd": float(d.std(ddof=1)), "seeds": seeds}
+
+
+# %% ../../nbs/160_paired.ipynb #09019ba4
+def tost_power(paired_sd: float, n: int, margin: float, difference: float = 0.0, alpha: float = 0.05,
+               draws: int = 200_000, seed: int = 0) -> float:
+    """Probability that TOST at `alpha` shows equivalence within ±`margin` on n paired seeds when the true mean
+    difference is `difference` and the paired sd `paired_sd` (simulated: the mean and the sd drawn from their exact
+    normal and scaled chi-square laws)."""
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(difference, paired_sd / math.sqrt(n), draws)
+    se = paired_sd * np.sqrt(rng.chisquare(n - 1, draws) / (n - 1)) / math.sqrt(n)
+    half = stats.t.ppf(1 - alpha, n - 1) * se
+    return float(np.mean((mean - half > -margin) & (mean + half < margin)))
 
 # %% ../../nbs/160_paired.ipynb #4e26c183
 def seeds_needed(paired_sd: float, effect: float = 2.0, alpha: float = 0.05, power: float = 0.8, most: int = 1000) -> int:
@@ -145,6 +182,82 @@ def plot_ratio_vs_target(sweep: list[dict], ax=None, label: str = "", goal: floa
         ax.axhline(goal, color="gray", ls=":", label=f"goal {goal}×")
     ax.set(xlabel="target held-out percentile", ylabel="compute ratio at equal score")
     return ax
+
+# %% ../../nbs/160_paired.ipynb #3830bc50
+CROSSING_RULES = ("first", "stays")
+
+def _stays_above(costs: np.ndarray, scores: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The cost where each curve last rises through its target and stays at or above it to the end (linear between
+    the two evaluations around that rise); NaN where the curve ends below; costs[:, 0] where it never dips below."""
+    below = scores < targets[:, None]
+    rows, k = np.arange(len(targets)), scores.shape[1]
+    last_below = np.where(below.any(axis=1), k - 1 - below[:, ::-1].argmax(axis=1), -1)
+    after = np.minimum(last_below + 1, k - 1)
+    before = np.maximum(last_below, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # rows masked below may divide by 0
+        share = (targets - scores[rows, before]) / (scores[rows, after] - scores[rows, before])
+        cost = costs[rows, before] + share * (costs[rows, after] - costs[rows, before])
+    return np.where(last_below == k - 1, np.nan, np.where(last_below < 0, costs[:, 0], cost))
+
+def _crossing(rule: str):
+    if rule not in CROSSING_RULES:
+        raise ValueError(f"rule must be one of {CROSSING_RULES}, got {rule!r}")
+    return _costs_to_targets if rule == "first" else _stays_above
+
+def ratio_to_level(reference: Mapping, other: Mapping, last_evals: int = 4, rule: str = "first", n_boot: int = 10000,
+                   seed: int = 0, level: float = 0.95, null: float = 2.0, family: int = 1, offset: float = 0.0) -> dict:
+    """The compute ratio C_ref(T)/C_other(T) at the reference's plateau level T (the mean of its seed-mean curve over
+    its last `last_evals` evaluations), each arm's cost read by the same crossing `rule` on its own seed-mean curve:
+    "first" (where it first reaches T) or "stays" (where it rises through T for good). Both arms must share their
+    evaluation steps, so the plateau is read at the same place for both.
+
+    Paired bootstrap over seeds (`n_boot` resamples from generator `seed`): T, both curves and both crossings are
+    recomputed in each. A resample where the other arm never reaches T is a ratio of 0 and is counted in
+    `share_not_reached`, which is always returned. `p_null` is the one-sided p of H0 ratio ≤ `null`;
+    `corrected_low` is the low end at level 1 − (1 − level)/`family` (Bonferroni over a family of that size).
+    `offset` moves the target to T + offset points (to see how a ratio read on a plateau swings with its target)."""
+    seeds = sorted(set(reference) & set(other))
+    if len(seeds) < 2:
+        raise ValueError(f"needs >= 2 paired seeds, got {seeds}")
+    if int(last_evals) < 1:
+        raise ValueError(f"last_evals must be >= 1, got {last_evals}")
+    steps = {tuple(runs[s].get("steps", range(len(runs[s]["score"])))) for runs in (reference, other) for s in seeds}
+    if len(steps) != 1:
+        raise ValueError(f"the two arms must share their evaluation steps, got {sorted(steps, key=len)}")
+    cross = _crossing(rule)
+    (ref_cost, ref_score), (other_cost, other_score) = _curves(reference, seeds), _curves(other, seeds)
+    index = np.vstack([np.arange(len(seeds)), np.random.default_rng(seed).integers(0, len(seeds), (n_boot, len(seeds)))])
+    mean = lambda values: values[index].mean(axis=1)  # row 0: the sample itself, then the resamples
+    ref_c, ref_s, other_c, other_s = mean(ref_cost), mean(ref_score), mean(other_cost), mean(other_score)
+    targets = ref_s[:, -int(last_evals):].mean(axis=1) + offset
+    ref_at, other_at = cross(ref_c, ref_s, targets), cross(other_c, other_s, targets)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = np.where(np.isnan(other_at), 0.0, ref_at / other_at)  # never reached: 0
+    kept = np.isfinite(ratios[1:])  # a resample whose reference does not stay above its own level: no ratio
+    boot = ratios[1:][kept]
+    tail = (1.0 - level) / 2 * 100
+    out = {"rule": rule, "target": float(targets[0]), "reference_cost": float(ref_at[0]), "other_cost": float(other_at[0]),
+           "ratio": float(ratios[0]) if np.isfinite(ref_at[0]) and np.isfinite(other_at[0]) else math.nan,
+           "ci_low": float(np.percentile(boot, tail)), "ci_high": float(np.percentile(boot, 100 - tail)),
+           "corrected_low": float(np.percentile(boot, tail / family)),
+           "p_null": float((1 + np.sum(boot <= null)) / (boot.size + 1)), "null": null,
+           "share_not_reached": float(np.mean(np.isnan(other_at[1:]))),
+           "share_reference_not_reached": float(1 - kept.mean()), "n_boot": n_boot, "seed": seed, "seeds": seeds}
+    if math.isnan(out["ratio"]):
+        out["why_ratio"] = f"{'the other arm' if np.isfinite(ref_at[0]) else 'the reference'}'s mean curve does not reach {targets[0]:.2f} ({rule} rule)"
+    return out
+
+
+# %% ../../nbs/160_paired.ipynb #476ff562
+def ratio_across_boot_seeds(reference: Mapping, other: Mapping, boot_seeds: Sequence[int] = (0, 1, 2),
+                            tolerance: float = 0.05, **kwargs) -> dict:
+    """`ratio_to_level` at several bootstrap generator seeds: the runs, the spread of each end of the interval across
+    them (the corrected low end's too), and whether the interval's two ends are within `tolerance` (a pre-registered
+    interval must not hinge on the generator's seed)."""
+    runs = [ratio_to_level(reference, other, seed=s, **kwargs) for s in boot_seeds]
+    spread = {end: max(r[end] for r in runs) - min(r[end] for r in runs) for end in ("ci_low", "ci_high", "corrected_low")}
+    return {"runs": runs, "spread": spread, "stable": spread["ci_low"] <= tolerance and spread["ci_high"] <= tolerance,
+            "tolerance": tolerance}
 
 # %% ../../nbs/160_paired.ipynb #f0ee4de2
 def plot_contrasts(rows: list[tuple[str, dict]], ax=None):

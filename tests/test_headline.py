@@ -1,0 +1,135 @@
+"""reproductions/bench/headline.py: the pre-registered headline's collector, integrity check and report, on synthetic
+slices whose true ratios are known and on the committed long grids."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "reproductions" / "bench"
+
+
+@pytest.fixture(scope="module")
+def headline():
+    sys.path.insert(0, str(BENCH))  # headline.py imports its sibling decisive_report
+    spec = importlib.util.spec_from_file_location("headline_bench", BENCH / "headline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(BENCH))
+
+
+PER_STEP = {"grpo_real": 64, "wmrl": 8, "wmrl_ppi": 8, "wmrl_ppi_rho25": 16}  # training executions a step
+
+
+LIFT = {"grpo_real": 0.0, "wmrl": 1.0, "wmrl_ppi": 1.0, "wmrl_ppi_rho25": 1.0}
+
+
+def synthetic_lines(seeds=range(32), lag=None, lift=LIFT, noise=1.0, seed=0) -> list[dict]:
+    """Four arms rising linearly from 18 over 35 steps to a plateau of 78 + `lift` points, evaluated every 5 of 75
+    steps; `lag` stretches an arm's rise by a factor. Each run's evaluation noise is its own. An arm lifted above GRPO
+    crosses GRPO's level while still rising, where the crossing is well conditioned (see nbs/446 for a level plateau)."""
+    rng, steps, lag = np.random.default_rng(seed), np.arange(0, 76, 5), lag or {}
+    lines = []
+    for s in seeds:
+        for arm, per_step in PER_STEP.items():
+            top = 60 + lift[arm]
+            mean = 18 + top * np.minimum(steps / (35 * lag.get(arm, 1.0)), 1.0)
+            score = mean + rng.normal(0, noise, steps.size)
+            lines.append({"arm": arm, "method": arm.replace("_rho25", ""), "seed": s, "n_executions": per_step * 75.0,
+                          "evals": [[int(k), float(x), 0.5 * per_step * k, 0.6 * per_step * k] for k, x in zip(steps, score)]})
+    return lines
+
+
+def write_slices(folder: Path, lines: list[dict], size: int = 8) -> None:
+    (folder / "slices").mkdir(parents=True, exist_ok=True)
+    for first in range(0, 32, size):
+        part = [r for r in lines if first <= r["seed"] < first + size]
+        if part:
+            (folder / "slices" / f"seeds_{first}_{first + size - 1}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+
+
+def test_report_on_a_known_pair_is_a_hit(headline, tmp_path, capsys):
+    write_slices(tmp_path, synthetic_lines())
+    assert headline.main(["--results", str(tmp_path), "report"]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    ratios = {rho: p["ratio"] for rho, p in summary["primary"].items()}
+    # each arm reaches 78 after 60/61 of its 35-step rise, GRPO at the rise's end: 64/8 * 61/60 and 64/16 * 61/60
+    assert ratios["rho=1/8"] == pytest.approx(8 * 61 / 60, rel=0.08) and ratios["rho=1/4"] == pytest.approx(4 * 61 / 60, rel=0.08)
+    assert summary["outcome"] == "hit" and summary["complete"]
+    assert all(len(p["by_boot_seed"]) == 3 for p in summary["primary"].values())
+    printed = capsys.readouterr().out
+    assert "never reached" in printed and "Primary outcome: **hit**" in printed and "INTERIM" not in printed
+
+
+def test_a_lagging_arm_is_a_miss_and_said_so(headline, tmp_path, capsys):
+    # rho = 1/4's arm rises 1.5x slower in steps: 4 * 61/60 / 1.5 = 2.7x, below the goal of 3x: a miss at that rho
+    write_slices(tmp_path, synthetic_lines(lag={"wmrl_ppi_rho25": 1.5}))
+    assert headline.main(["--results", str(tmp_path), "report"]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["outcome"] == "partial" and not summary["primary"]["rho=1/4"]["hit"]
+    assert summary["primary"]["rho=1/4"]["ratio"] == pytest.approx(4 * 61 / 60 / 1.5, rel=0.08)
+    assert "miss" in capsys.readouterr().out
+
+
+def test_no_endpoint_below_the_registered_seeds(headline, tmp_path, capsys):
+    write_slices(tmp_path, synthetic_lines(seeds=range(8)))
+    assert headline.main(["--results", str(tmp_path), "report"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seeds 0-31 complete" in err[0] and "grpo_real 8" in err[0]
+    assert not (tmp_path / "summary.json").exists()
+    assert headline.main(["--results", str(tmp_path), "report", "--interim", "--boot", "500"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("**INTERIM: not the pre-registered result**") and not (tmp_path / "summary.json").exists()
+    write_slices(tmp_path, synthetic_lines())
+    assert headline.main(["--results", str(tmp_path), "report", "--boot", "2000"]) == 2  # B below the registered 10,000
+    assert "10,000" in capsys.readouterr().err
+
+
+def test_a_run_in_two_slices_must_agree(headline, tmp_path):
+    lines = synthetic_lines(seeds=range(2))
+    write_slices(tmp_path, lines)
+    changed = dict(lines[0], evals=[[0, 1.0, 0, 0]] + lines[0]["evals"][1:])
+    (tmp_path / "slices" / "again.jsonl").write_text(json.dumps(changed) + "\n")
+    with pytest.raises(ValueError, match="two slices with different evaluations"):
+        headline.load_lines(tmp_path)
+
+
+def test_integrity_check_against_the_committed_grids(headline):
+    committed = []
+    for arm, folder in headline.COMMITTED.items():
+        method = headline.ARMS[arm][0]
+        committed += [{**r, "arm": arm} for r in json.loads((ROOT / "reproductions/results" / folder / "runs.json").read_text())
+                      if r["method"] == method]
+    report = headline.check(committed)
+    assert all(r["seeds"] == list(range(8)) and r["differ"] == [] and r["equal"] > 0 for r in report.values())
+    seed3 = next(r for r in committed if (r["arm"], r["seed"]) == ("wmrl", 3))
+    was = dict((e[0], e[1]) for e in seed3["evals"])[25]
+    bent = [dict(r, evals=[[e[0], e[1] + (2.0 if e[0] == 25 else 0.0), *e[2:]] for e in r["evals"]]) if r is seed3 else r
+            for r in committed]
+    assert headline.check(bent)["wmrl"]["differ"] == [[3, 25, round(was, 3), round(was + 2.0, 3)]]
+
+
+def test_collect_labels_the_arms(headline, tmp_path):
+    def metrics(method, fraction, seed):
+        evals = [{"steps_done": k, "heldout_percentile": 20.0 + k, "sandbox_cpu_s": 1.0 * k, "total_compute_s": 1.2 * k}
+                 for k in range(0, 76, 5)]
+        return {"config": {"method": method, "seed": seed, "anchor_fraction": fraction}, "evals": evals, "history": [],
+                "totals": {k: 1.0 for k in ("sandbox_cpu_s", "total_compute_s", "n_executions", "n_cache_hits", "eval_sandbox_cpu_s")}}
+    for grid, runs in {"g8": [("grpo_real", 0.1), ("wmrl", 0.1), ("wmrl_ppi", 0.1)], "g4": [("wmrl_ppi", 0.25)]}.items():
+        for method, fraction in runs:
+            run = tmp_path / grid / f"{method}__seed3"
+            run.mkdir(parents=True)
+            (run / "metrics.json").write_text(json.dumps(metrics(method, fraction, 3)))
+    out = headline.collect([tmp_path / "g8", tmp_path / "g4"], "seeds_3", "make headline-slice SEEDS=3", "1 min 2 s", tmp_path / "res")
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["arm"] for r in lines] == ["grpo_real", "wmrl", "wmrl_ppi", "wmrl_ppi_rho25"]
+    meta = json.loads((tmp_path / "res" / "slices" / "seeds_3.meta.json").read_text())
+    assert meta["wall"] == "1 min 2 s" and meta["command"].startswith("make headline-slice")
+    with pytest.raises(ValueError, match="no arm of the headline"):
+        headline.arm_of({"method": "ppi", "anchor_fraction": 0.1})
