@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .matched import curves_from_compact
 from ..core.paired import holm, ratio_to_level
+from .matched import curves_from_compact
 
 # %% auto #0
 __all__ = ['curves_in_executions', 'forecast_outcome']
