@@ -133,3 +133,14 @@ def test_collect_labels_the_arms(headline, tmp_path):
     assert meta["wall"] == "1 min 2 s" and meta["command"].startswith("make headline-slice")
     with pytest.raises(ValueError, match="no arm of the headline"):
         headline.arm_of({"method": "ppi", "anchor_fraction": 0.1})
+
+
+def test_the_forecast_quoted_is_the_committed_one(headline):
+    "The results README's forecast percentages are forecast.json's, which `headline.py forecast` writes."
+    forecast = json.loads((headline.HEADLINE / "forecast.json").read_text())
+    readme = " ".join((headline.HEADLINE / "README.md").read_text().split())  # line breaks are the editor's
+    for rho, words in (("rho=1/8", "at ρ = 1/8 in **{}%**"), ("rho=1/4", "at ρ = 1/4 in **{}%**")):
+        assert words.format(f"{100 * forecast['arms'][rho]['hit_rate']:.1f}") in readme, rho
+    assert f"at both in **{100 * forecast['all_hit']:.1f}%**" in readme
+    again = headline.forecast(n_outer=forecast["n_outer"])  # recomputed from the committed runs: the same numbers
+    assert again["arms"] == forecast["arms"] and again["all_hit"] == forecast["all_hit"]

@@ -5,6 +5,7 @@ complete seeds, print every pre-registered endpoint with its outcome.
     python reproductions/bench/headline.py collect RUNS/autoresearch_headline RUNS/autoresearch_headline_rho25 \
         --slice seeds_0_1 --command "..." --wall "41 min 3 s"
     python reproductions/bench/headline.py check        # seeds 0-7 against the committed long grids
+    python reproductions/bench/headline.py forecast     # what the 8 seen seeds forecast for the registered endpoint
     python reproductions/bench/headline.py report [--interim] [--boot 10000] [--plot FILE]
 
 `report` writes summary.json into the results folder; it refuses to print an endpoint below 32 complete seeds per
@@ -107,6 +108,20 @@ def check(lines: list[dict], tolerance: float = 0.01) -> dict:
                         differ.append([seed, step, round(was[step], 3), round(score, 3)])
         report[arm] = {"seeds": sorted(new), "equal": equal, "differ": differ, "against": folder}
     return report
+
+
+def forecast(n_outer: int = 200, seed: int = 0) -> dict:
+    """The registered primary endpoint forecast from the 8 seeds seen before the pre-registration, over the 50 steps
+    every committed arm shares (wmrl.autoresearch.ratios.forecast_outcome): a forecast, not a result."""
+    from wmrl.autoresearch.ratios import curves_in_executions, forecast_outcome
+    arm = lambda folder, method, label: curves_in_executions(
+        [{**r, "arm": label} for r in json.loads((RESULTS / folder / "runs.json").read_text()) if r["method"] == method],
+        upto=50, label="arm")[label]
+    grpo = arm(COMMITTED["grpo_real"], "grpo_real", "grpo_real")
+    others = {rho: arm(COMMITTED[a], ARMS[a][0], a) for rho, a in PRIMARY.items()}
+    out = forecast_outcome(grpo, others, n_seeds=len(SEEDS), n_outer=n_outer, goal=GOAL, null=NULL, alpha=ALPHA_PRIMARY,
+                           seed=seed, last_evals=LAST_EVALS)
+    return {**out, "steps": "0-50 (the steps GRPO ran in the committed grids)", "command": "python reproductions/bench/headline.py forecast"}
 
 
 def _complete(c: dict) -> dict:
@@ -236,6 +251,7 @@ def main(argv=None) -> int:
     col.add_argument("--command", required=True, help="the command that ran it, as typed")
     col.add_argument("--wall", required=True, help="the wall time its command printed")
     sub.add_parser("check", help="seeds 0-7 against the committed long grids")
+    sub.add_parser("forecast", help="the registered endpoint forecast from the 8 seen seeds (writes forecast.json)")
     rep = sub.add_parser("report", help="every pre-registered endpoint (32 complete seeds, or --interim)")
     rep.add_argument("--interim", action="store_true")
     rep.add_argument("--boot", type=int, default=10000)
@@ -244,6 +260,14 @@ def main(argv=None) -> int:
     try:
         if args.command == "collect":
             print(collect(args.folders, args.slice, args.command, args.wall, args.results))
+            return 0
+        if args.command == "forecast":
+            f = forecast()
+            for rho, a in f["arms"].items():
+                print(f"{rho}: hit in {100 * a['hit_rate']:.1f}% of {f['n_outer']} draws of {f['n_seeds']} seeds; median ratio "
+                      f"{a['median_ratio']:.2f}x; no ratio in {100 * a['no_ratio']:.1f}%")
+            print(f"both hit: {100 * f['all_hit']:.1f}%")
+            (args.results / "forecast.json").write_text(json.dumps(f, indent=1) + "\n")
             return 0
         lines = load_lines(args.results)
         if args.command == "check":
