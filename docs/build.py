@@ -135,14 +135,23 @@ REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=\"https?://[^\"]*\"[^>]*>\s*</scr
 LINK = re.compile(r'<a href="(?!https?:|#|mailto:)([^"]+)"([^>]*)>(.*?)</a>', re.S)
 
 
+# Markdown pages of the repository the site shows beside the chapters: (page name, source), the README's "elsewhere"
+PAGES = {"results": ROOT / "reproductions" / "results" / "README.md", "gpu": ROOT / "docs" / "gpu.md"}
+
+
 def local_link(match: re.Match) -> str:
-    "A link to a chapter notebook goes to its page, the README to readme.html; a repository file the site does not hold is named, not linked."
+    """A link to a chapter notebook goes to its page, the README to readme.html, one of PAGES to its page; a repository
+    file the site does not hold is named, not linked."""
     target, attributes, text = match.groups()
-    stem = Path(target.split("#")[0]).name
+    path = target.split("#")[0]
+    stem = Path(path).name
     if stem.endswith(".ipynb") and (NBS / stem).is_file():
         return f'<a href="{stem[:-6]}.html"{attributes}>{text}</a>'
-    if stem == "README.md" and target.split("#")[0] in ("README.md", "../README.md"):
+    if stem == "README.md" and path in ("README.md", "../README.md", "../../README.md"):
         return f'<a href="readme.html"{attributes}>{text}</a>'
+    page = next((name for name, source in PAGES.items() if path and source.as_posix().endswith(path.lstrip("./"))), None)
+    if page:
+        return f'<a href="{page}.html"{attributes}>{text}</a>'
     if stem.endswith(".html") and (NBS / f"{stem[:-5]}.ipynb").is_file():
         return match.group(0)
     return f'<span class="repo-path" title="{html.escape(target)} in the repository">{text}</span>'
@@ -157,6 +166,8 @@ def offline_page(body: str, nav: tuple) -> str:
     bar = ('<nav class="wmrl-nav" style="font-family:system-ui,sans-serif;display:flex;gap:1.5rem;padding:.6rem 1rem;'
            f'border-bottom:1px solid #ddd;background:#fafafa">{"".join(links)}</nav>')
     body = LINK.sub(local_link, REMOTE_SCRIPT.sub("", body))
+    for anchor in set(re.findall(r'<h[1-6] id="([^"]+)"', body)):  # GitHub's slugs are lower case: so are the site's
+        body = body.replace(f'id="{anchor}"', f'id="{anchor.lower()}"').replace(f'href="#{anchor}"', f'href="#{anchor.lower()}"')
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + bar, body, count=1)
     return body.replace("</body>", bar.replace("border-bottom", "border-top") + "</body>", 1)
 
@@ -243,13 +254,24 @@ def _collect(name: str, result, failed: list) -> None:
         failed.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
 
 
-def render_readme(out: Path) -> None:
-    "README.md as readme.html (through nbs/index.ipynb, which holds the same text)."
+def render_markdown(nb, out: Path, name: str, title: str) -> None:
+    "One page from a notebook of markdown, with the site's offline rules and links."
     import nbformat
     from nbconvert import HTMLExporter
-    page = nbformat.from_dict(_page_body(nbformat.read(NBS / "index.ipynb", as_version=4)))
-    body = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": "wmrl: README"}})[0]
-    (out / "readme.html").write_text(offline_page(body, (None, None)))
+    page = nbformat.from_dict(_page_body(nb))
+    body = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": title}})[0]
+    (out / f"{name}.html").write_text(offline_page(body, (None, None)))
+
+
+def render_readme(out: Path) -> None:
+    """README.md as readme.html (through nbs/index.ipynb, which holds the same text), and each of PAGES as its own page,
+    so the README's links to the results ledger and the GPU box resolve inside the site."""
+    import nbformat
+    render_markdown(nbformat.read(NBS / "index.ipynb", as_version=4), out, "readme", "wmrl: README")
+    for name, source in PAGES.items():
+        text = source.read_text()
+        title = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("# ")), name)
+        render_markdown(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)]), out, name, f"wmrl: {title}")
 
 
 if __name__ == "__main__":

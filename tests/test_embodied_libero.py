@@ -3,7 +3,7 @@
 `make setup` installs `libero==0.1.1` with `--no-deps` into .venv: the package's code, its 130 BDDL files and its init
 files, but none of robosuite/torch/assets. That is all these tests need, so they run in CI. What needs LIBERO's
 assets, its simulator stack (`make setup-embodied`) or the MiniVLA/Robometer weights is checked only for its clear
-error here; it runs on a GPU box (see nbs/650_libero.ipynb and the README's GPU-box section).
+error here; it runs on a GPU box (see nbs/650_libero.ipynb and docs/gpu.md).
 """
 from __future__ import annotations
 

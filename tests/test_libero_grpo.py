@@ -120,14 +120,14 @@ def test_the_models_real_classes_on_rendered_scenes_run_through_the_template(tmp
 
 
 def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_service(capsys, tmp_path):
-    """README's LIBERO-Long command, its shell variables filled in: every knob parses and validates, the real mode's
+    """docs/gpu.md's LIBERO-Long command, its shell variables filled in: every knob parses and validates, the real mode's
     requirements and the tasks' names included, and it stops at the progress service, which does not answer here."""
     import re
     import shlex
 
     from wmrl.embodied.libero import suite_tasks
     from wmrl.embodied.libero_grpo import cli_reproduce_libero
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "gpu.md").read_text()
     start = text.index(".venv/bin/wmrl reproduce libero --out runs/libero_long_wmrl")
     command = re.sub(r"\\\n\s*", " ", text[start:text.index("\n   ```", start)])
     command = command.replace("$TASKS", " ".join(t.name for t in suite_tasks("libero_10")))
@@ -196,7 +196,7 @@ def test_the_readmes_sft_command_runs_and_the_loop_starts_from_its_folder(tmp_pa
     from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run, write_tiny_qwen_tokenizer
     from wmrl.embodied.sft import cli_sft_libero, write_demo_file
     from wmrl.embodied.vla_model import TINY_VLA
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "gpu.md").read_text()
     start = text.index(".venv/bin/wmrl sft libero")
     command = re.sub(r"\\\n\s*", " ", text[start:text.index("\n", text.index("--demos-per-task", start))])
     names = [t.name for t in suite_tasks("libero_10")]
