@@ -24,9 +24,10 @@ def _python_block(readme: str, heading: str) -> str:
     return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
 
 
-def test_core_snippet_runs_as_printed():
-    "The README's 'Use the core in your own trainer' snippet, exactly as printed, in a fresh namespace."
+def test_core_snippet_runs_as_printed(tmp_path, monkeypatch):
+    "The README's 'Use the core in your own trainer' snippet, exactly as printed, in a fresh namespace and an empty folder."
     code = _python_block((ROOT / "README.md").read_text(), "Use the core in your own trainer")
+    monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, "README.md snippet", "exec"), namespace)
     import numpy as np
@@ -36,12 +37,13 @@ def test_core_snippet_runs_as_printed():
 
 
 def test_trl_snippet_runs_as_printed(tmp_path, monkeypatch):
-    "The README's 'Use WMRL inside TRL' snippet, exactly as printed: TRL's real trainer, a real sandbox on the anchors."
+    """The README's 'Use WMRL inside TRL' snippet, exactly as printed, from an empty folder outside the repository:
+    TRL's real trainer, a real sandbox on the anchors, every path resolved by the package."""
     import pytest
     pytest.importorskip("trl")
     code = _python_block((ROOT / "README.md").read_text(), "Use WMRL inside TRL")
-    (tmp_path / "toy").symlink_to(ROOT / "toy")  # the snippet's paths are relative to the repository root
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # an empty folder outside the repository, as a user's own project
+    assert not any(tmp_path.iterdir()) and ROOT not in tmp_path.parents
     namespace: dict = {}
     import warnings
     with warnings.catch_warnings(record=True) as caught:

@@ -21,7 +21,7 @@ import pandas as pd
 from .grading import get_metric, grade_submission_file
 
 # %% auto #0
-__all__ = ['CATEGORIES', 'TaskError', 'TaskFrames', 'Task', 'read_leaderboard', 'load_task', 'load_suite', 'cli_grade']
+__all__ = ['CATEGORIES', 'TaskError', 'TaskFrames', 'Task', 'read_leaderboard', 'load_task', 'toy_dir', 'load_suite', 'cli_grade']
 
 # %% ../../nbs/210_tasks.ipynb #9e248a37
 CATEGORIES = ("binary", "multiclass", "regression", "tabular", "text", "image", "time_series", "other")
@@ -210,6 +210,17 @@ def load_task(path) -> Task:
                 category=meta["category"], id_column=id_col, target_columns=targets,
                 compute_budget_s=float(meta["compute_budget_s"]), description=description_path.read_text(),
                 label_column=meta.get("label_column"), source=meta.get("source", ""))
+
+# %% ../../nbs/210_tasks.ipynb #771048ed
+def toy_dir() -> Path:
+    """The checkout's `toy/` folder (example tasks and solutions), found from where `wmrl` is installed, so a snippet
+    runs the same from any working directory. An install without the checkout (a wheel) has none: the error says so."""
+    import wmrl
+    toy = Path(wmrl.__file__).resolve().parent.parent / "toy"
+    if not (toy / "tasks").is_dir():
+        raise TaskError(f"no toy/ folder beside the installed wmrl ({toy.parent}): the examples ship with the repository "
+                        "checkout; install the kit from a clone with `make setup` (an editable install)")
+    return toy
 
 # %% ../../nbs/210_tasks.ipynb #778c8044
 def load_suite(folder) -> list[Task]:

@@ -59,9 +59,11 @@ def task_view(task) -> TaskView:
 # %% ../../nbs/320_prompts.ipynb #6cd0a09c
 def example_task_dir() -> Path:
     "toy/tasks/iris if this checkout has it, else a fresh copy built in a temporary folder."
-    here = Path(__file__).resolve().parents[2] if "__file__" in globals() else Path.cwd().parent
-    toy = here / "toy/tasks/iris"
-    if toy.is_dir(): return toy
+    from wmrl.execution.tasks import TaskError, toy_dir
+    try:
+        return toy_dir() / "tasks/iris"
+    except TaskError:  # an install without the checkout: build the same task
+        pass
     from wmrl.execution.task_builder import build_iris_task
     return Path(build_iris_task(tempfile.mkdtemp(prefix="wmrl-task-")).root)
 
