@@ -172,3 +172,49 @@ def test_configurations_that_would_bias_or_be_ignored_are_refused():
         CorrectionConfig(method="wmrl_ppi", min_anchor_groups=0)
     with pytest.raises(ValueError, match="s2_cap"):
         CorrectionConfig(method="ppi", s2_cap=float("inf"))
+
+
+def test_the_lambda_training_uses_is_clipped_to_0_1_at_both_ends():
+    """Through the correction step: a world model that scores every reward backwards has Cov(A, Â)/Var(Â) = −1 and one
+    that halves every deviation from the group mean has 2; the λ a step trains with must be 0 and 1, not −1 and 2
+    (λ < 0 would reward what the world model calls bad; λ > 1 over-trusts it, both with more variance than the ends)."""
+    config = CorrectionConfig(method="ppi", anchor_fraction=0.25, scale="none", **SMALL)
+    for world_model, clipped in ((lambda r: 1.0 - r, 0.0), (lambda r: 0.5 + (r - 0.5) / 2, 1.0)):
+        corrector = WMRLCorrector(config)
+        lambdas = [advance(corrector, step, keys, ids, real, world_model(real)).stats["ppi_lambda"]
+                   for step, keys, ids, real, _ in stream(8, 4, 3, seed=6)]
+        assert lambdas[0] == 1.0  # no past anchors yet: the start value
+        # with scale="none", Â = −A (backwards) or Â = A/2 (halved) on every row, so Cov/Var is −1 or 2 before the clip
+        assert lambdas[1:] == [clipped, clipped], (lambdas, clipped)
+
+
+def test_lambda_on_a_fixed_stream_is_the_hand_derived_value_and_masked_rows_never_reach_the_tuner():
+    """One step of three anchor groups and one world-model group (3 rows each, scale "none": A = r − mean of the
+    group's graded rows, Â the same for the predictions), with a lost execution in g1 and a missing prediction in g2.
+    Only rows graded both ways may reach the tuner; the next step's λ is Cov/Var of those 7 rows, computed here by
+    hand, not by design_lambda."""
+    nan = np.nan
+    keys = ["g0", "g1", "g2", "g3"]
+    ids = np.repeat(keys, 3)
+    real = np.array([0.9, 0.3, 0.0, 0.2, 0.8, nan, 0.1, 0.4, 0.7, nan, nan, nan])
+    predicted = np.array([0.7, 0.4, 0.1, 0.6, 0.0, 0.6, nan, 0.2, 0.8, 0.5, 0.5, 0.2])
+    # g0: A = (0.5, −0.1, −0.4) about 0.4;        Â = (0.3, 0.0, −0.3) about 0.4
+    # g1: A = (−0.3, 0.3, lost) about 0.5;        Â = (0.2, −0.4, 0.2) about 0.4  -> its third row is masked
+    # g2: A = (−0.3, 0.0, 0.3) about 0.4;         Â = (none, −0.3, 0.3) about 0.5 -> its first row is masked
+    pairs = [(0.5, 0.3), (-0.1, 0.0), (-0.4, -0.3), (-0.3, 0.2), (0.3, -0.4), (0.0, -0.3), (0.3, 0.3)]
+    n = len(pairs)
+    sum_a, sum_h = sum(a for a, _ in pairs), sum(h for _, h in pairs)  # 0.3 and −0.2
+    sum_ah, sum_hh = sum(a * h for a, h in pairs), sum(h * h for _, h in pairs)  # 0.18 and 0.56
+    by_formula = (sum_ah / n - sum_a * sum_h / n**2) / (sum_hh / n - (sum_h / n) ** 2)
+    by_hand = (1.32 / 49) / (3.88 / 49)  # Cov = 0.18/7 + 0.06/49 = 1.32/49, Var = 0.56/7 − 0.04/49 = 3.88/49: 33/97
+    assert by_formula == pytest.approx(by_hand, abs=1e-12) and by_hand == pytest.approx(33 / 97, abs=1e-12)
+
+    corrector = WMRLCorrector(CorrectionConfig(method="ppi", scale="none", ppi_lambda=1.0))
+    corrector.plan(keys, 0, anchors=[True, True, True, False])
+    first = corrector.correct(ids, predicted, real)
+    assert first.stats["ppi_lambda"] == 1.0  # nothing observed before step 0: the start value
+    observed = np.c_[corrector.tuner.real, corrector.tuner.hat]
+    corrector.plan(keys, 1, anchors=[True, False, False, False])
+    second = corrector.correct(ids, predicted, np.where(ids == "g0", real, nan))
+    assert second.stats["ppi_lambda"] == pytest.approx(by_hand, abs=1e-12)  # the λ step 1 trains with
+    np.testing.assert_allclose(observed, pairs, atol=1e-12)  # exactly the 7 rows graded both ways, in row order
