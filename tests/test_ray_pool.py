@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.adapters.ray_pool import RayExecutionPool, pack_folder
+from wmrl.adapters.ray_pool import RayExecutionPool, pack_folder, start_ray
 from wmrl.autoresearch.ledger import execute_cached
 from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.pool import ExecutionPool
@@ -30,25 +30,32 @@ QUICK = ("import os, shutil\n"
          "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), os.environ['SUBMISSION_PATH'])")
 
 
-def start_ray(ray, attempts: int = 4) -> None:
-    """ray.init, tried again when the node does not come up: Ray waits a hard-coded 30 s for its raylet to register,
-    which a loaded 2-core machine can miss (8 fixture errors at load 6-10 in issue 24's run); a retry starts afresh."""
-    for attempt in range(attempts):
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            return
-        except Exception as err:  # noqa: BLE001 -- Ray raises a bare Exception for this timeout
-            ray.shutdown()
-            if attempt == attempts - 1 or "timed out during startup" not in str(err): raise
-
-
 @pytest.fixture(scope="module")
 def ray():
     ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'ray[client]' (the `scale` extra)")
     if not ray.is_initialized():
-        start_ray(ray)
+        start_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+def test_a_slow_node_start_is_retried_and_other_errors_are_not(monkeypatch):
+    "start_ray retries Ray's 'timed out during startup' (a loaded machine), and raises anything else at once."
+    ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'ray[client]' (the `scale` extra)")
+    calls, shutdowns = [], []
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) < 3:
+            raise Exception("The current node timed out during startup. This could happen because ...")
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(1))
+    start_ray(num_cpus=2)
+    assert len(calls) == 3 and calls[-1] == {"num_cpus": 2} and len(shutdowns) == 2
+    calls.clear()
+    monkeypatch.setattr(ray, "init", lambda **kw: (calls.append(kw), (_ for _ in ()).throw(ValueError("bad address")))[1])
+    with pytest.raises(ValueError, match="bad address"):
+        start_ray(address="nowhere:1")
+    assert len(calls) == 1
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from ..execution.sandbox import execute, get_backend, task_limits
 
 # %% auto #0
 __all__ = ['BACKENDS', 'TASK_DATA', 'pack_folder', 'default_cache_dir', 'materialise', 'run_raw', 'job_limits',
-           'RayExecutionPool']
+           'RayExecutionPool', 'start_ray']
 
 # %% ../../nbs/580_ray_pool.ipynb #664486ed
 def pack_folder(folder, max_mb: float = 2048.0) -> tuple[str, bytes]:
@@ -159,11 +159,25 @@ def _check_number(name: str, value, positive: bool) -> None:
         raise ValueError(f"{name} must be a {'positive' if positive else 'non-negative'} number, got {value!r}")
 
 # %% ../../nbs/580_ray_pool.ipynb #0d25e863
+def start_ray(attempts: int = 4, **init_kwargs) -> None:
+    """`ray.init(**init_kwargs)`, tried again when a local node does not come up in time. Ray waits a fixed 30 s for
+    its raylet to register, which a loaded 2-core machine can miss (a notebook cell and 8 test fixtures failed so at
+    load 6-24); a retry starts the node afresh. Any other error, or the last attempt's, is raised as it is."""
+    import ray
+    for attempt in range(attempts):
+        try:
+            ray.init(**init_kwargs)
+            return
+        except Exception as err:  # noqa: BLE001 -- Ray raises a bare Exception for this timeout
+            ray.shutdown()
+            if attempt == attempts - 1 or "timed out during startup" not in str(err):
+                raise
+
 def _connect(self: RayExecutionPool):
-    "Initialise Ray if needed and build the remote function with this pool's resource requests."
+    "Initialise Ray if needed (a local node survives a slow start) and build the remote function with this pool's resource requests."
     import ray
     if not ray.is_initialized():
-        ray.init(address=self.address, **self.init_kwargs)
+        start_ray(address=self.address, **self.init_kwargs)
         self._started_ray = True
     if self._remote is None:
         options = dict(num_cpus=self.num_cpus, num_gpus=self.num_gpus, max_retries=self.max_retries)
