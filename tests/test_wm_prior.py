@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 IRIS = ROOT / "toy/tasks/iris"
 SOLUTIONS = ROOT / "toy/solutions/iris"
 SHIPPED = default_prior_path()
-needs_shipped = pytest.mark.skipif(not SHIPPED.is_file(), reason="toy/suite/quality_prior.json is missing")
+assert SHIPPED.is_file() and IRIS.is_dir(), "a committed file is missing: toy/suite/quality_prior.json or toy/tasks/iris"
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,6 @@ def test_bad_arguments(small_training):
 
 # ---- JSON: frozen, hashed, verified at load ----------------------------------------------------------------
 
-@needs_shipped
 def test_shipped_prior_is_training_only_and_round_trips(shipped):
     from wmrl.execution.suite import suite_split
     from wmrl.execution.suite_data import SUITE
@@ -99,7 +98,6 @@ def _rehash(data: dict) -> dict:
     return {**data, "content_hash": _hash({k: v for k, v in data.items() if k != "content_hash"})}
 
 
-@needs_shipped
 @pytest.mark.parametrize("edit", ["cell", "task", "strength", "drop_cell", "hash"])
 def test_tampered_json_is_refused(shipped, edit):
     data = json.loads(json.dumps(shipped.to_dict()))
@@ -112,7 +110,6 @@ def test_tampered_json_is_refused(shipped, edit):
         FittedQualityPrior.from_dict(data)
 
 
-@needs_shipped
 def test_heldout_task_in_the_json_is_refused_even_with_a_valid_hash(shipped):
     data = json.loads(json.dumps(shipped.to_dict()))
     data["tasks"].append(["credit_scoring", "abc"])
@@ -123,7 +120,6 @@ def test_heldout_task_in_the_json_is_refused_even_with_a_valid_hash(shipped):
         FittedQualityPrior.from_dict(_rehash(data))
 
 
-@needs_shipped
 def test_changed_build_hash_warns_or_fails_when_strict(shipped):
     data = json.loads(json.dumps(shipped.to_dict()))
     data["tasks"][0][1] = "stale"
@@ -133,7 +129,6 @@ def test_changed_build_hash_warns_or_fails_when_strict(shipped):
         FittedQualityPrior.from_dict(_rehash(data), strict=True)
 
 
-@needs_shipped
 def test_prior_is_frozen(shipped):
     with pytest.raises(AttributeError):
         shipped.strength = 3.0
@@ -166,7 +161,6 @@ def _built_training_dir():
     return folder if all(_cached(SUITE[n], folder / n) is not None for n in names) else None
 
 
-@needs_shipped
 def test_cli_reproduces_the_shipped_file(tmp_path, capsys):
     folder = _built_training_dir()
     if folder is None: pytest.skip("the suite's training tasks are not built under the tasks_dir setting")
@@ -225,7 +219,6 @@ def test_more_shrinkage_moves_toward_the_parent(values, weak, strong):
     assert abs(shrink(values, parent, strong).mean - 0.5) <= abs(shrink(values, parent, weak).mean - 0.5) + 1e-6
 
 
-@needs_shipped
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(sorted(set(CLASS_FAMILY)) + ["BaggingRegressor", "MyModel"]), st.sampled_from(CATEGORIES),
        st.dictionaries(st.sampled_from(["C", "alpha", "n_neighbors", "max_depth", "n_estimators"]),
@@ -235,7 +228,6 @@ def test_lookup_always_gives_a_position(shipped, class_name, category, params):
     assert 0.0 <= cell.mean <= 1.0 and math.isfinite(cell.mean) and how
 
 
-@needs_shipped
 def test_every_alias_points_at_a_family_the_population_has(shipped):
     assert set(ALIASES.values()) <= set(shipped.families)
 
@@ -246,8 +238,6 @@ def _records():
     return json.loads((SOLUTIONS / "records.json").read_text())
 
 
-@needs_shipped
-@pytest.mark.skipif(not IRIS.is_dir(), reason="toy/tasks/iris is missing")
 def test_static_tier_with_the_prior_keeps_every_failure_verdict(shipped):
     hand, fitted = StaticWorldModel(), StaticWorldModel(quality_prior=shipped)
     names = sorted(_records())
@@ -261,8 +251,6 @@ def test_static_tier_with_the_prior_keeps_every_failure_verdict(shipped):
                 assert b.verdicts[-1].reason.startswith(("fitted prior", "no model", "hard labels")), b.verdicts[-1].reason
 
 
-@needs_shipped
-@pytest.mark.skipif(not IRIS.is_dir(), reason="toy/tasks/iris is missing")
 def test_fitted_quality_ranks_a_forest_above_a_constant(shipped):
     forest = (SOLUTIONS / "good_random_forest.py").read_text()
     constant = (SOLUTIONS / "good_uniform_baseline.py").read_text()
