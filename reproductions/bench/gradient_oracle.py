@@ -27,7 +27,10 @@ SHOWN = ("cos", "rel_err", "bias2", "var")  # the measures the tables print (sca
 KNOWN = [("affine0.5/group", "pure_wm", "cos", 1.0, 1e-3), ("affine0.5/group", "pure_wm", "rel_err", 0.0, 1e-2),
          ("affine0.5/none", "pure_wm", "cos", 1.0, 1e-3), ("affine0.5/none", "pure_wm", "scale", 0.5, 1e-3),
          ("static/group", "ppi", "bias2", 0.0, 1e-12), ("static/none", "ppi", "bias2", 0.0, 1e-12),
-         ("static/group", "ppi_plain", "bias2", 0.0, 1e-12), ("static/group", "wmrl_ppi", "bias2", 0.0, 1e-12)]
+         ("static/group", "ppi_plain", "bias2", 0.0, 1e-12), ("static/group", "wmrl_ppi", "bias2", 0.0, 1e-12),
+         # the fidelity dial (wmrl.world_model.dial) at f = 1 is real execution: pure_wm's gradient is the all-real one
+         ("dial f=1/group", "pure_wm", "bias2", 0.0, 1e-12), ("dial f=1/group", "pure_wm", "cos", 1.0, 1e-9),
+         ("dial f=1/none", "pure_wm", "bias2", 0.0, 1e-12)]
 
 
 def _round(value, digits: int = 5):
@@ -123,14 +126,42 @@ def same_as_full(runs: list[dict], full: Path) -> dict:
 
 
 def known_answers(report: dict) -> list[dict]:
-    "Each instrument's known answer against what the oracle measured along grpo_real (seed-clustered mean)."
+    """Each instrument's known answer against what the oracle measured along grpo_real (seed-clustered mean); and
+    the dial at f = 0 (b = kappa = 0), which is the static world model: every estimator's bias² and variance equal."""
     rows = []
     for oracle, est, measure, known, tolerance in KNOWN:
         entry = report["grpo_real"].get(oracle, {}).get(est, {}).get(measure)
         if entry:
             rows.append({"oracle": oracle, "estimator": est, "measure": measure, "known": known, "measured": entry["mean"],
                          "holds": abs(entry["mean"] - known) <= tolerance})
+    for scale in ("group", "none"):
+        dial, static = (report["grpo_real"].get(f"{name}/{scale}", {}) for name in ("dial f=0", "static"))
+        for est in (e for e in dial if e in static):
+            for measure in ("bias2", "var"):
+                known, measured = static[est][measure]["mean"], dial[est][measure]["mean"]
+                same = known == measured or (math.isnan(known) and math.isnan(measured)) or abs(known - measured) <= 1e-12
+                rows.append({"oracle": f"dial f=0/{scale}", "estimator": est, "measure": measure, "known": _round(known, 6),
+                             "measured": measured, "holds": same})
     return rows
+
+
+def _dial_knobs(name: str) -> tuple:
+    "(f, b, kappa) of an oracle named like 'dial f=0.5 b=0.1/group' (DialSpec.label)."
+    knobs = dict(part.split("=") for part in name.split("/")[0].split()[1:])
+    return tuple(float(knobs.get(k, 0.0)) for k in ("f", "b", "kappa"))
+
+
+def dial_table(agg: dict, scale: str = "group", measure: str = "bias2") -> list[str]:
+    "Estimators against the dial instruments of one scaling (in the order of f, b, kappa), beside static and noise."
+    dials = sorted((n for n in agg if n.startswith("dial ") and n.endswith(f"/{scale}")), key=_dial_knobs)
+    if not dials:
+        return []
+    columns = [f"static/{scale}", *dials, *sorted(n for n in agg if n.startswith("noise") and n.endswith(f"/{scale}"))]
+    columns = [c for c in columns if c in agg]
+    lines = ["| estimator | " + " | ".join(c.split("/")[0] for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for est in agg[dials[0]]:
+        lines.append(f"| `{est}` | " + " | ".join(_ci(agg[c].get(est, {}).get(measure)) for c in columns) + " |")
+    return lines
 
 
 def _ci(entry: dict, digits: int = 3) -> str:
@@ -163,6 +194,11 @@ def markdown(report: dict) -> str:
     lines += ["## Instruments (along real-execution GRPO's trajectory)", ""]
     for name in sorted(k for k in report["grpo_real"] if not k.startswith("static/")):
         lines += [f"### `{name}`", "", *table(report["grpo_real"], name), ""]
+    for scale in ("group", "none"):
+        for measure in ("bias2", "var"):
+            if rows := dial_table(report["grpo_real"], scale, measure):
+                lines += [f"## The fidelity dial: {measure} against f ({'group-std' if scale == 'group' else 'centred'} "
+                          "scaling, along real-execution GRPO's trajectory)", "", *rows, ""]
     lines += ["## Known answers", "", "| oracle | estimator | measure | known | measured | holds |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['oracle']} | `{r['estimator']}` | {r['measure']} | {r['known']} | {r['measured']:.3g} | {r['holds']} |"
               for r in report["known_answers"]]

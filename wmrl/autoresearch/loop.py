@@ -17,7 +17,7 @@ import numpy as np
 from wmrl.autoresearch.steps import (
     evaluate_policy,
     execute_rows,
-    predict_outcomes,
+    predict_jobs,
     resolve_tasks,
     sample_groups,
     step_tasks,
@@ -58,7 +58,7 @@ class AutoResearchConfig:
     cache_path: str = ""                 # shared execution cache file ('' = in-memory, per run)
     timeout_s: float = 0.0               # CPU-seconds per program, wall net 10x + 10 s (0: the task's budget)
     quality_prior: str = "fitted"        # world model's quality prior: fitted (toy/suite/quality_prior.json), hand, or a path
-    world_model: dict = field(default_factory=dict)    # {} = static; a control: {"name": "static+monotone", "B": 0.2} (wmrl.world_model.controls)
+    world_model: dict = field(default_factory=dict)    # {} = static; a control: {"name": "static+monotone", "B": 0.2} (wmrl.world_model.controls); the dial: {"name": "dial", "f": 0.5} (wmrl.world_model.dial)
     correction: dict = field(default_factory=dict)     # CorrectionConfig overrides (over SMALL_RUN_CORRECTION)
     oracle: dict = field(default_factory=dict)         # gradient oracle ({} = off): wmrl.autoresearch.probe.ProbeConfig knobs
 
@@ -77,8 +77,8 @@ class AutoResearchConfig:
             raise ValueError(f"quality_prior must be 'fitted', 'hand' or a path, got {self.quality_prior!r}")
         if not (self.lr > 0 and self.max_norm > 0):
             raise ValueError(f"lr and max_norm must be > 0, got {self.lr} and {self.max_norm}")
-        from wmrl.world_model.controls import WorldModelSpec
-        self.world_model = WorldModelSpec.parse(self.world_model).to_dict() if self.world_model else {}
+        from wmrl.world_model.dial import world_model_spec
+        self.world_model = world_model_spec(self.world_model).to_dict() if self.world_model else {}
         self.correction_config()  # fail now, not at step 0, on a misspelt correction knob
         if self.oracle:
             from wmrl.autoresearch.probe import ProbeConfig
@@ -119,9 +119,11 @@ class AutoResearchRun:
         if world_model is None:
             world_model = suite_world_model(config.quality_prior)
             if config.world_model:
-                from wmrl.world_model.controls import ControlledWorldModel
-                world_model = ControlledWorldModel(world_model, config.world_model)
+                from wmrl.world_model.dial import wrap_world_model
+                world_model = wrap_world_model(world_model, config.world_model)
         self.world_model, self._run_batch, self._pool = world_model, run_batch, None
+        # the dial reads real outcomes: what it executes is charged here, never to training (self.ledger)
+        self.probe_ledger = ComputeLedger(f"{config.method}/probe") if getattr(world_model, "needs_outcomes", False) else None
         self.cache = ExecutionCache(config.cache_path or None)
         self.policy = ProgramPolicy(seed=config.seed)
         self.corrector = WMRLCorrector(config.correction_config())
@@ -167,6 +169,8 @@ def _log_row(self, step, groups, predicted, real, result, statuses, norm) -> dic
            "mistake_probability": mistake, "grad_norm": float(norm),
            **{f"cum_{k}": v for k, v in totals.items() if k in ("sandbox_cpu_s", "wm_s", "update_s", "total_compute_s", "n_executions", "n_cache_hits")},
            **{f"corr_{k}": float(v) for k, v in result.stats.items()}}
+    if self.probe_ledger is not None:  # what the dial executed so far: not training's
+        row["cum_probe_sandbox_cpu_s"] = self.probe_ledger.totals()["sandbox_cpu_s"]
     return row
 
 def _nanmean(values) -> float:
@@ -174,16 +178,28 @@ def _nanmean(values) -> float:
     return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
 
 # %% ../../nbs/430_loop.ipynb #2e325d8b
-def _predict(self: AutoResearchRun, step: int, groups) -> tuple[np.ndarray, list, float]:
-    "World-model predictions and statuses; charged to the run, except grpo_real's, made for the probe alone."
+def _real_outcomes(self: AutoResearchRun, step: int, groups) -> list | None:
+    """Every row's execution record, for a world model that reads them (the dial): the cache's, or executed now and
+    charged to the probe ledger. The records enter the cache, so an anchor executed later is a hit, charged to
+    training what the execution cost (the ledger's rule), and trains on the very outcome the dial saw."""
+    if self.probe_ledger is None:
+        return None
+    jobs = [(g.task, code, self.limits()) for g in groups for code in g.codes]
+    records, charges, _ = execute_rows(jobs, self.run_batch, self.cache)
+    self.probe_ledger.charge_executions(step, [charge for charge in charges if not charge.hit])
+    self.probe_ledger.charge(step, "n_cache_hits", sum(charge.hit for charge in charges))
+    return records
+
+def _predict(self: AutoResearchRun, step: int, groups) -> tuple[np.ndarray, list, float, list]:
+    "World-model scores, statuses, seconds and Predictions; charged to the run, except grpo_real's (the probe's)."
     n_rows = sum(len(g.codes) for g in groups)
     if self.config.method == "grpo_real" and self.probe is None:
-        return np.full(n_rows, math.nan), [""] * n_rows, 0.0
-    predicted, predicted_status, wm_s = predict_outcomes(self.world_model, groups, self.config.seed)
+        return np.full(n_rows, math.nan), [""] * n_rows, 0.0, [None] * n_rows
+    predictions, wm_s = predict_jobs(self.world_model, groups, self.config.seed, _real_outcomes(self, step, groups))
     if self.config.method != "grpo_real":
         self.ledger.charge(step, "wm_s", wm_s)
         self.ledger.charge(step, "n_predictions", n_rows)
-    return predicted, predicted_status, wm_s
+    return np.array([p.score for p in predictions], dtype=float), [p.status for p in predictions], wm_s, predictions
 
 def _train_step(self: AutoResearchRun) -> dict:
     "Sample, predict, plan, execute anchors, probe, correct, update, charge; returns the step's log row."
@@ -192,8 +208,8 @@ def _train_step(self: AutoResearchRun) -> dict:
     groups = sample_groups(self.policy, self.train_tasks, self.train_features, indices, c.seed, step, c.group_size)
     flags = self.corrector.plan([g.key for g in groups], step)
     n_rows = c.group_size * len(groups)
-    predicted, predicted_status, wm_s = _predict(self, step, groups)
-    real = np.full(n_rows, math.nan)
+    predicted, predicted_status, wm_s, predictions = _predict(self, step, groups)
+    real, outcomes = np.full(n_rows, math.nan), [None] * n_rows  # outcomes: each executed row's record
     anchor_rows = np.repeat(np.asarray(flags, dtype=bool), c.group_size)
     statuses = []
     if anchor_rows.any():
@@ -201,8 +217,10 @@ def _train_step(self: AutoResearchRun) -> dict:
         records, charges, rewards = execute_rows(jobs, self.run_batch, self.cache)
         real[anchor_rows] = rewards
         statuses = [r.status for r in records]
+        for row, record in zip(np.flatnonzero(anchor_rows), records):
+            outcomes[row] = record
         self.ledger.charge_executions(step, charges)
-    probe = probe_step(self, step, groups, flags, predicted, real, wm_s)  # before the policy moves
+    probe = probe_step(self, step, groups, flags, predicted, real, wm_s, predictions, outcomes)  # before the policy moves
     observed = predicted  # what the diagnostics compare with the real outcomes (grpo_real: the probe's predictions)
     if c.method == "grpo_real":
         predicted = np.full(n_rows, math.nan)  # grpo_real trains and logs as if no prediction was made
@@ -253,7 +271,8 @@ def _state(self: AutoResearchRun) -> dict:
             "rng": {"kind": "derived", "seed": self.config.seed, "note": "every draw is seeded by (seed, stream, step)"},
             "policy": self.policy.state_dict(), "corrector": self.corrector.state_dict(),
             "probe": None if self.probe is None else self.probe.state_dict(),
-            "ledger": self.ledger.state_dict(), "history": self.history, "evals": self.evals}
+            "ledger": self.ledger.state_dict(), "history": self.history, "evals": self.evals,
+            **({"probe_ledger": self.probe_ledger.state_dict()} if self.probe_ledger is not None else {})}
 
 def _save_checkpoint(self: AutoResearchRun) -> Path:
     "Write checkpoint.json atomically (and the shared execution cache, if any)."
@@ -280,6 +299,8 @@ def _load_checkpoint(self: AutoResearchRun, path=None) -> bool:
     if self.probe is not None:
         self.probe.load_state_dict(state["probe"])
     self.ledger.load_state_dict(state["ledger"])
+    if self.probe_ledger is not None:
+        self.probe_ledger.load_state_dict(state["probe_ledger"])
     self.step, self.history, self.evals = int(state["step"]), state["history"], state["evals"]
     return True
 
@@ -316,6 +337,8 @@ def _metrics(self: AutoResearchRun) -> dict:
             "history": self.history, "evals": self.evals, "ledger": self.ledger.state_dict(),
             "totals": self.ledger.totals(), "final_heldout_percentile": final.get("heldout_percentile", math.nan),
             "final_per_category": final.get("per_category", {}),
-            "train_tasks": [t.name for t in self.train_tasks], "heldout_tasks": [t.name for t in self.heldout_tasks]}
+            "train_tasks": [t.name for t in self.train_tasks], "heldout_tasks": [t.name for t in self.heldout_tasks],
+            **({"probe_ledger": self.probe_ledger.state_dict(), "probe_totals": self.probe_ledger.totals()}
+               if self.probe_ledger is not None else {})}
 
 AutoResearchRun.run, AutoResearchRun.metrics = _run, _metrics

@@ -13,10 +13,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..core.oracle import ESTIMATORS, INSTRUMENTS, GradientOracle, instrument_predictions
+from ..world_model.dial import DialSpec, dial_predictions, row_key
 from .steps import execute_rows, step_rng
 
 # %% auto #0
-__all__ = ['flatten_grads', 'score_matrix', 'ProbeConfig', 'TrajectoryProbe', 'probe_step', 'step_diagnostics']
+__all__ = ['flatten_grads', 'score_matrix', 'ProbeConfig', 'TrajectoryProbe', 'dial_rows', 'probe_step', 'step_diagnostics']
 
 # %% ../../nbs/428_probe.ipynb #da978fe4
 def flatten_grads(grads: dict) -> np.ndarray:
@@ -49,11 +50,23 @@ class ProbeConfig:
             raise ValueError(f"probe_every and noise_draws must be ints >= 1, got {config.probe_every}, {config.noise_draws}")
         if bad := [s for s in config.scales if s not in ("group", "batch", "none")] + \
                   [e for e in config.estimators if e not in ESTIMATORS] + \
-                  [i for i in config.instruments if len(i) != 2 or i[0] not in INSTRUMENTS or not float(i[1]) >= 0]:
+                  [i for i in config.instruments if _bad_instrument(i)]:
             raise ValueError(f"unknown scalings, estimators or instruments in the oracle config: {bad}")
         return config
 
     def to_dict(self) -> dict: return asdict(self)
+
+def _bad_instrument(item) -> bool:
+    "Neither [kind, strength >= 0] of wmrl.core.oracle.INSTRUMENTS nor [dial, f or {f, b, kappa, seed}]."
+    if not isinstance(item, (list, tuple)) or len(item) != 2:
+        return True
+    try:
+        if item[0] == "dial":
+            DialSpec.parse(item[1])  # raises on a bad knob
+            return False
+        return item[0] not in INSTRUMENTS or not float(item[1]) >= 0
+    except (TypeError, ValueError):
+        return True
 
 # %% ../../nbs/428_probe.ipynb #de35486d
 def _instrument_name(kind: str, strength: float) -> str:
@@ -68,12 +81,16 @@ class TrajectoryProbe:
         self.oracles = {f"static/{scale}": GradientOracle(config.estimators, {**base, "scale": scale})
                         for scale in config.scales}
         self.instruments = {}  # oracle name -> (kind, strength) of the instrument it measures
+        self.dials = {}  # oracle name -> DialSpec of a dial instrument (its rows come from probe_step)
         for kind, strength in (config.instruments if all_real else []):
             wide = {"score_range": (-3.0, 4.0)} if kind == "noise" else {}
+            dial = DialSpec.parse(strength) if kind == "dial" else None
             for scale in config.scales:
-                name = f"{_instrument_name(kind, strength)}/{scale}"
+                name = f"{dial.label if dial else _instrument_name(kind, strength)}/{scale}"
                 self.oracles[name] = GradientOracle(config.estimators, {**base, "scale": scale, **wide})
                 self.instruments[name] = (kind, strength)
+                if dial:
+                    self.dials[name] = dial
 
     def probes_at(self, step: int) -> bool:
         "Is `step` a probe step?"
@@ -93,13 +110,23 @@ def _instrument_rows(kind: str, strength: float, real, draws: int, seed: int, st
     noise_seed = int(step_rng(seed, 9, step).integers(2**31))  # stream 9: the probe's, no run draws from it
     return instrument_predictions(real, kind, float(strength), draws if kind == "noise" else 1, noise_seed)
 
-def _observe(self: TrajectoryProbe, step: int, group_ids, predicted, real, scores, categories, seed: int) -> dict | None:
+def dial_rows(dials: dict, groups, predictions, outcomes, seed: int, min_confidence: float = 0.5) -> dict:
+    "{oracle name: predicted rewards} of each dial instrument: the rows' predictions dialled towards their records."
+    codes, made = [code for g in groups for code in g.codes], {}
+    keys, ids = [row_key(g.task.name, code, seed) for g in groups for code in g.codes], [g.key for g in groups for _ in g.codes]
+    for spec in dict.fromkeys(dials.values()):  # a spec measured under two scalings is dialled once
+        made[spec] = np.array([p.score for p in dial_predictions(spec, codes, predictions, outcomes, keys, ids, min_confidence)])
+    return {name: made[spec] for name, spec in dials.items()}
+
+def _observe(self: TrajectoryProbe, step: int, group_ids, predicted, real, scores, categories, seed: int,
+             given: dict | None = None) -> dict | None:
     "Probe every oracle (on a probe step with every row real) or advance the shadows; the probe row or None."
     full = self.probes_at(step)  # the caller filled every row it could (an infrastructure failure stays NaN: ungraded)
     out = {}
     for name, oracle in self.oracles.items():
         instrument = self.instruments.get(name)
-        rows = predicted if instrument is None else _instrument_rows(*instrument, real, self.config.noise_draws, seed, step)
+        rows = predicted if instrument is None else given[name] if name in self.dials else \
+            _instrument_rows(*instrument, real, self.config.noise_draws, seed, step)
         if full:
             out[name] = oracle.probe(step, group_ids, rows, real, scores, categories)
         else:
@@ -109,8 +136,9 @@ def _observe(self: TrajectoryProbe, step: int, group_ids, predicted, real, score
 TrajectoryProbe.observe = _observe
 
 # %% ../../nbs/428_probe.ipynb #caf96c1c
-def probe_step(run, step: int, groups, flags, predicted, real, wm_s: float = 0.0) -> dict | None:
-    "The probe's log entry for one step of `run` (an AutoResearchRun), or None without a probe."
+def probe_step(run, step: int, groups, flags, predicted, real, wm_s: float = 0.0, predictions=None,
+               outcomes=None) -> dict | None:
+    "The probe's log entry for one step of `run` (an AutoResearchRun), or None; a dial needs `predictions`, `outcomes`."
     probe = run.probe
     if probe is None:
         return None
@@ -130,7 +158,11 @@ def probe_step(run, step: int, groups, flags, predicted, real, wm_s: float = 0.0
     group_ids = np.repeat([g.key for g in groups], c.group_size)
     categories = [g.task.category for g in groups for _ in g.codes]
     scores = score_matrix(run.policy, programs, phi) if probe.probes_at(step) else np.zeros((len(group_ids), 1))
-    oracles = probe.observe(step, group_ids, predicted, real, scores, categories, c.seed)
+    given = None
+    if probe.dials:  # the dial instruments' rows: the run's predictions dialled towards the rows' records
+        confidence = getattr(getattr(run, "world_model", None), "min_confidence", 0.5)
+        given = dial_rows(probe.dials, groups, predictions, outcomes, c.seed, confidence)
+    oracles = probe.observe(step, group_ids, predicted, real, scores, categories, c.seed, given)
     return None if oracles is None else {**cost, "oracles": oracles}
 
 # %% ../../nbs/428_probe.ipynb #44c0f8a4

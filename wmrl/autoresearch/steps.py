@@ -16,8 +16,8 @@ from .ledger import ExecutionCache, execute_cached, timed
 
 # %% auto #0
 __all__ = ['STREAM_TASKS', 'STREAM_PROGRAMS', 'STREAM_EVAL', 'resolve_tasks', 'step_rng', 'step_tasks', 'Group', 'sample_groups',
-           'suite_world_model', 'predict_outcomes', 'predict_rows', 'record_from_dict', 'execute_rows', 'percentile_of',
-           'evaluate_policy']
+           'suite_world_model', 'predict_jobs', 'predict_outcomes', 'predict_rows', 'record_from_dict', 'execute_rows',
+           'percentile_of', 'evaluate_policy']
 
 # %% ../../nbs/425_steps.ipynb #16bf53ef
 def resolve_tasks(entries, suite_dir: str = "", role: str = "train") -> list:
@@ -84,17 +84,27 @@ def suite_world_model(quality_prior: str = "fitted"):
     from wmrl.world_model.prior import load_prior
     return StaticWorldModel(quality_prior=load_prior(None if quality_prior == "fitted" else quality_prior))
 
-def predict_outcomes(world_model, groups, seed: int = 0) -> tuple[np.ndarray, list[str], float]:
-    "(predicted reward per row, predicted status per row, world-model seconds); controls get row keys."
+def predict_jobs(world_model, groups, seed: int = 0, outcomes=None) -> tuple[list, float]:
+    """(one Prediction per row, world-model seconds). Controls get row keys; the dial (`wmrl.world_model.dial`) gets
+    program keys, the rows' groups and their real `outcomes`, which the caller fetched: they are not its seconds."""
     from wmrl.world_model.controls import ControlledWorldModel
+    from wmrl.world_model.dial import DialWorldModel, row_key
     jobs = [(g.task, code) for g in groups for code in g.codes]
     with timed() as clock:
-        if isinstance(world_model, ControlledWorldModel):  # its noise is keyed by (seed, step:task, row)
+        if isinstance(world_model, DialWorldModel):  # its draws are keyed by (seed, task, program), its scramble by group
+            keys = [row_key(g.task.name, code, seed) for g in groups for code in g.codes]
+            predictions = world_model.predict(jobs, outcomes, keys, [g.key for g in groups for _ in g.codes])
+        elif isinstance(world_model, ControlledWorldModel):  # its noise is keyed by (seed, step:task, row)
             keys = [f"{seed}:{g.key}:{i}" for g in groups for i in range(len(g.codes))]
             predictions = world_model.predict(jobs, keys)
         else:
             predictions = world_model.predict(jobs)
-    return np.array([p.score for p in predictions], dtype=float), [p.status for p in predictions], clock.wall_s
+    return predictions, clock.wall_s
+
+def predict_outcomes(world_model, groups, seed: int = 0, outcomes=None) -> tuple[np.ndarray, list[str], float]:
+    "(predicted reward per row, predicted status per row, world-model seconds): `predict_jobs` read out."
+    predictions, seconds = predict_jobs(world_model, groups, seed, outcomes)
+    return np.array([p.score for p in predictions], dtype=float), [p.status for p in predictions], seconds
 
 def predict_rows(world_model, groups, seed: int = 0) -> tuple[np.ndarray, float]:
     "(predicted reward per row, world-model seconds) for every row of every group."
