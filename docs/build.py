@@ -99,7 +99,13 @@ def _joined(output: dict) -> dict:
     return output
 
 
-MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])", re.S)
+# $$block$$, or $inline$ (which may wrap across lines, never across a blank one)
+MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?=\S)((?:[^$\n]|\n(?!\s*\n))+?)(?<=\S)\$(?![\w$])", re.S)
+# LaTeX the converter writes out as text (`\arg` became <mi>\arg</mi>), spelled as commands it draws
+LATEX_ALIASES = ((re.compile(r"\\arg\s*\\(min|max)(?![A-Za-z])"), r"\\mathop{\\mathrm{arg\\,\1}}"),
+                 (re.compile(r"\\operatorname\*?\{([^}]*)\}"), r"\\mathop{\\mathrm{\1}}"),
+                 (re.compile(r"\\arg(?![A-Za-z])"), r"\\mathrm{arg}"))
+RAW_COMMAND = re.compile(r"\\[A-Za-z]+")  # a backslash command left in the page: LaTeX a reader sees as code
 CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
 
 
@@ -110,8 +116,11 @@ def math_to_mathml(markdown: str) -> str:
 
     def one(match: re.Match) -> str:
         block, inline = match.group(1), match.group(2)
+        latex = (block or inline).strip()
+        for pattern, spelled in LATEX_ALIASES:
+            latex = pattern.sub(spelled, latex)
         try:
-            return convert((block or inline).strip(), display="block" if block else "inline")
+            return convert(latex, display="block" if block else "inline")
         except Exception:
             return match.group(0)
     return "".join(part if i % 2 else MATH.sub(one, part) for i, part in enumerate(CODE.split(markdown)))
