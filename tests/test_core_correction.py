@@ -334,3 +334,36 @@ def test_raw_ties_keep_the_order_that_bernoulli_calibration_flattens():
     for group in np.unique(raw_groups):  # the advantages follow the world model's own ranking inside each group
         members = raw_groups == group
         assert np.all(np.diff(raw_advantages[members][np.argsort(raw_predicted[members])]) > 0)
+
+
+@pytest.mark.parametrize("extra", [{}, {"ties": "raw"}, {"per_category": True, "category_prior_pairs": 5.0},
+                                   {"s2_rule": "in_sample"}])
+def test_the_fast_paths_give_what_the_definitions_give(extra):
+    """The step reuses the map-before-the-pairs when no refit happened (only a refit changes the map) and counts
+    flattened groups with bincounts. On a stream with Bernoulli anchors (so flat runs and flattened groups occur) and
+    refits on some steps only, every step must train the world-model rows on the map applied afresh after the step,
+    bit for bit, and log the count that the definition gives, one group at a time."""
+    rng = np.random.default_rng(5)
+    keys = list(range(16))
+    group_ids = np.repeat(np.arange(16), 4)
+    categories = np.where(group_ids % 3 == 0, "a", "b")
+    corrector = WMRLCorrector(CorrectionConfig(method="wmrl", anchor_fraction=0.25, min_pairs=8, refit_every=24,
+                                               warmup=1, seed=3, **extra))
+    refits, flattened_steps = set(), 0
+    for step in range(24):
+        flags = corrector.plan(keys, step)[group_ids]
+        predicted = np.clip(rng.uniform(0.0, 0.45, size=64) + 0.5 * (group_ids % 2), 0, 1).round(3)
+        predicted[rng.uniform(size=64) < 0.05] = np.nan  # rows without a prediction
+        real = np.where(flags, (predicted > 0.5).astype(float), np.nan)
+        result = corrector.correct(group_ids, predicted, real, categories=categories)
+        calibrated = corrector.debiaser.apply(predicted, categories, corrector.config.ties)
+        np.testing.assert_array_equal(result.rewards[~flags], calibrated[~flags])
+        by_definition = 0
+        for group in np.unique(group_ids[~flags]):
+            rows = (group_ids == group) & ~np.isnan(predicted)
+            by_definition += int(np.unique(predicted[rows]).size >= 2 and np.ptp(calibrated[rows]) == 0)
+        assert result.stats["n_flattened_groups"] == by_definition, step
+        refits.add(result.stats["refitted"])
+        flattened_steps += by_definition > 0
+    assert refits == {0.0, 1.0}  # both paths ran
+    assert flattened_steps > 0 or extra.get("ties") == "raw"  # the count was exercised (raw ties keep the order)

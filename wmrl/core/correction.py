@@ -207,7 +207,7 @@ def _learn_from_anchors(self: WMRLCorrector, predicted, real, plan_position, anc
     if self.debiaser is not None and len(rows):
         pair_labels = None if labels is None else [labels[i] for i in rows]
         refitted = self.debiaser.push(predicted[rows], real[rows], pair_labels)
-    calibrated = predicted if self.debiaser is None else self.debiaser.apply(predicted, labels, ties)
+    calibrated = before if self.debiaser is None or not refitted else self.debiaser.apply(predicted, labels, ties)
     measured = before if self.config.s2_rule == "out_of_sample" else calibrated
     disagreements, out_of_sample = [], []
     if len(rows):
