@@ -155,6 +155,15 @@ def test_import_wmrl_stays_light():
     assert out.strip() == "[]", out
 
 
+def test_reading_a_minivla_run_loads_no_torch_until_a_model_is_built():
+    "wmrl.embodied.prismatic reads run folders and vocabulary rules; torch comes with the model (vla_model), on demand."
+    code = ("import sys, wmrl.embodied.prismatic as p; before = 'torch' in sys.modules; "
+            "p.prismatic_vocab('prism-qwen25-extra-dinosiglip-224px+0_5b', 'action_tokenizer', {'bpe_vocab': 1, 'added_tokens': 0}); "
+            "print(before, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.split() == ["False", "False"], out  # on 339a106: True (vla_model was imported with the module)
+
+
 @pytest.mark.parametrize("sub", sorted(set(RANK) - {"cli"}))
 def test_every_layer_has_modules(sub):
     assert any(layer(name) == sub for name in modules()), f"no module in wmrl.{sub}"

@@ -11,10 +11,18 @@ import functools
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .action_codecs import VQ_TOKENIZERS, load_vq
 from .libero import vla_prompt
-from .vla_model import MINIVLA_1B, PrismaticVLA
+
+if TYPE_CHECKING:  # the model module imports torch: this one reads configs and files first, and loads it only to build
+    from wmrl.embodied.vla_model import PrismaticVLA
+
+def _minivla_1b() -> dict:
+    "MiniVLA-1B's architecture (wmrl.embodied.vla_model), imported when a default is needed, not when this module is."
+    from wmrl.embodied.vla_model import MINIVLA_1B
+    return MINIVLA_1B
 
 # %% auto #0
 __all__ = ['BASE_VLMS', 'BINNED_TOKENIZERS', 'EMBEDDING_KEYS', 'FEATURIZERS', 'STEP', 'UNREAD', 'VQ_NAME', 'TIMM_MODELS',
@@ -29,8 +37,9 @@ BASE_VLMS = {  # openvla-mini's base VLMs with DINO-SigLIP towers at 224 px and 
 }
 BINNED_TOKENIZERS = ("action_tokenizer", "extra_action_tokenizer")
 
-def prismatic_vocab(base_vlm: str, action_tokenizer: str, arch: dict = MINIVLA_1B) -> dict:
+def prismatic_vocab(base_vlm: str, action_tokenizer: str, arch: dict | None = None) -> dict:
     "len(tokenizer), the embedding rows and the vocabulary the action bins count back from, as openvla-mini sets them."
+    arch = arch or _minivla_1b()
     if base_vlm not in BASE_VLMS:
         raise ValueError(f"base VLM {base_vlm!r} is not one the kit's PrismaticVLA builds; it builds {sorted(BASE_VLMS)}")
     if action_tokenizer not in (*BINNED_TOKENIZERS, *VQ_TOKENIZERS):
@@ -228,9 +237,12 @@ def _vq_codec(tokenizer: str, vq_dir, text_vocab: int):
     return codec
 
 # %% ../../nbs/654_prismatic.ipynb #c2ed2f4a
-def load_prismatic(path, step: int | None = None, arch: dict = MINIVLA_1B, device=None, dtype=None, vq_dir=None) -> tuple:
+def load_prismatic(path, step: int | None = None, arch: dict | None = None, device=None, dtype=None, vq_dir=None) -> tuple:
     "A MiniVLA run -> (PrismaticVLA with its weights and action codec, the run's settings): the loop's and Table 3's policy."
     import torch
+
+    from wmrl.embodied.vla_model import PrismaticVLA
+    arch = arch or _minivla_1b()
     run = prismatic_run(path, step)
     vocab = prismatic_vocab(run["base_vlm"], run["action_tokenizer"], arch)
     vq = run["action_tokenizer"] in VQ_TOKENIZERS
@@ -261,6 +273,8 @@ def timm_parity(model_state: dict, arch: dict, seed: int = 0) -> dict:
     except Exception as error:  # timm imports torchvision, whose PyPI wheel needs CUDA's torch
         return {"skipped": f"timm does not import here: {type(error).__name__}: {str(error)[:120]}"}
     import torch
+
+    from wmrl.embodied.vla_model import PrismaticVLA
     model, out = PrismaticVLA(arch).eval(), {"timm": timm.__version__}
     model.load_state_dict(convert_prismatic(model_state, model)[0])
     side = arch["dino"]["image_size"]
