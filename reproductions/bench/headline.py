@@ -43,17 +43,18 @@ def arm_of(config: dict) -> str:
     raise ValueError(f"a run of {config['method']} at anchor_fraction {config['anchor_fraction']} is no arm of the headline")
 
 
-def collect(folders: list[Path], name: str, command: str, wall: str, results: Path = HEADLINE) -> Path:
-    "One slice's finished runs as per-run lines (decisive_report's compact form plus the arm), with how it ran."
+def grid_lines(folders: list[Path]) -> list[dict]:
+    "The finished runs of grid folders as per-run lines (decisive_report's compact form plus the arm)."
     from decisive_report import compact  # a sibling script
 
     from wmrl.autoresearch.summary import load_runs
-    lines = []
-    for folder in folders:
-        for runs in load_runs(folder).values():
-            for metrics in runs:
-                lines.append({"arm": arm_of(metrics["config"]), **compact(metrics),
-                              "commit": metrics.get("provenance", {}).get("git_commit")})
+    return [{"arm": arm_of(metrics["config"]), **compact(metrics), "commit": metrics.get("provenance", {}).get("git_commit")}
+            for folder in folders for runs in load_runs(folder).values() for metrics in runs]
+
+
+def collect(folders: list[Path], name: str, command: str, wall: str, results: Path = HEADLINE) -> Path:
+    "One slice's finished runs as per-run lines, with how it ran."
+    lines = grid_lines(folders)
     if not lines:
         raise ValueError(f"no finished run in {[str(f) for f in folders]}")
     out = results / "slices" / f"{name}.jsonl"
@@ -250,7 +251,9 @@ def main(argv=None) -> int:
     col.add_argument("--slice", required=True, help="the slice's name, e.g. seeds_0_1")
     col.add_argument("--command", required=True, help="the command that ran it, as typed")
     col.add_argument("--wall", required=True, help="the wall time its command printed")
-    sub.add_parser("check", help="seeds 0-7 against the committed long grids")
+    chk = sub.add_parser("check", help="seeds 0-7 against the committed long grids")
+    chk.add_argument("--runs", type=Path, nargs="*", default=None,
+                     help="grid folders to check before they are collected (default: the committed slices)")
     sub.add_parser("forecast", help="the registered endpoint forecast from the 8 seen seeds (writes forecast.json)")
     rep = sub.add_parser("report", help="every pre-registered endpoint (32 complete seeds, or --interim)")
     rep.add_argument("--interim", action="store_true")
@@ -271,7 +274,7 @@ def main(argv=None) -> int:
             return 0
         lines = load_lines(args.results)
         if args.command == "check":
-            report = check(lines)
+            report = check(grid_lines(args.runs) if args.runs else lines)
             for arm, r in report.items():
                 print(f"{arm}: seeds {r['seeds']}: {r['equal']} evaluations equal to {r['against']}'s, {len(r['differ'])} differ"
                       + (f": {r['differ'][:6]}" if r["differ"] else ""))
