@@ -172,3 +172,33 @@ def test_a_warm_job_leaves_nothing_in_dev_for_the_next(tmp_path):
         backend.close()
     assert writer.exit_code != 0 and "Read-only file system" in writer.stderr_tail, writer.stderr_tail
     assert reader.stdout_tail.strip() == "nothing", reader.stdout_tail
+
+
+def test_a_root_host_that_cannot_cap_its_jobs_refuses_them(tmp_path, monkeypatch):
+    """Round 3's breach 5: with no cgroup and an interpreter uid 65534 cannot read (`make setup`'s venv under a home
+    folder of mode 0700), jobs ran as the host's root, which RLIMIT_NPROC never caps: 400 of 400 processes and one
+    log warning. Now building the backend refuses, naming the fix, unless `allow_uncapped_root` opts in (on 339a106 it
+    built, and every job ran uncapped)."""
+    import shutil
+
+    from wmrl.execution import backends, workdir
+    if os.geteuid() != 0:
+        pytest.skip("the refusal is a root host's: elsewhere the kernel caps the jobs' own uid")
+    if not backends.bwrap_works():
+        pytest.skip("bwrap cannot create namespaces here (CI runs it)")
+    closed = tmp_path / "home"
+    closed.mkdir(mode=0o700)
+    python = closed / "python"
+    shutil.copy(sys.executable, python)
+    monkeypatch.setattr(backends.CgroupV1, "available", classmethod(lambda cls, *a, **k: False))  # a host on cgroup v2
+    monkeypatch.delenv("WMRL_ALLOW_UNCAPPED_ROOT", raising=False)
+    workdir.job_uid.cache_clear()
+    with pytest.raises(PermissionError, match="allow_uncapped_root") as refused:
+        backends.BwrapBackend(python=str(python))
+    assert str(closed) in str(refused.value) and "/usr/bin/python3 -m venv" in str(refused.value)
+    monkeypatch.setenv("WMRL_ALLOW_UNCAPPED_ROOT", "1")
+    workdir.job_uid.cache_clear()
+    try:
+        assert backends.BwrapBackend(python=str(python)).host_uid(False) is None  # opted in: root, and warned
+    finally:
+        workdir.job_uid.cache_clear()

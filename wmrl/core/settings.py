@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['Settings', 'find_settings_file', 'get_settings', 'did_you_mean', 'read_yaml', 'run_notebook']
+__all__ = ['MODULE_DISTRIBUTIONS', 'Settings', 'find_settings_file', 'get_settings', 'did_you_mean', 'read_yaml',
+           'optional_extra', 'error_line', 'run_notebook']
 
 # %% ../../nbs/180_settings.ipynb #34fd6e94
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Settings:
     world_model_backend: str = "static"
     world_model_url: str = "http://127.0.0.1:8000/v1"
     world_model_name: str = ""
+    allow_uncapped_root: bool = False  # run sandboxed jobs as the host's root with no process cap (see job_uid, nbs/280)
     source: str = "defaults"  # which file (or 'defaults') the values came from
 
 # %% ../../nbs/180_settings.ipynb #d47e369b
@@ -103,6 +105,35 @@ def read_yaml(path) -> object:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ValueError(f"{path}:{where} is not valid YAML ({problem}); fix the syntax there") from None
+
+# %% ../../nbs/180_settings.ipynb #45847164
+MODULE_DISTRIBUTIONS = {"fla": "flash-linear-attention", "sklearn": "scikit-learn", "yaml": "pyyaml", "cv2": "opencv-python",
+                        "PIL": "pillow"}  # import names that differ from the distribution that provides them
+
+def optional_extra(module: str) -> str | None:
+    "The kit's extra that installs the distribution providing `module` (its top-level name), or None."
+    import importlib.metadata
+    import re
+    top = module.split(".")[0]
+    wanted = re.sub(r"[-_.]+", "-", MODULE_DISTRIBUTIONS.get(top, top)).lower()
+    try:
+        requirements = importlib.metadata.requires("wmrl") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for line in requirements:
+        name = re.sub(r"[-_.]+", "-", re.split(r"[\s;<>=!~\[(]", line, maxsplit=1)[0]).lower()
+        extra = re.search(r"""extra\s*==\s*['"]([^'"]+)['"]""", line)
+        if name == wanted and extra:
+            return extra.group(1)
+    return None
+
+def error_line(err: BaseException) -> str:
+    """An error as the one line a command prints: its type and message, and for a missing package that an extra of the
+    kit installs, that extra and how to install it."""
+    line = f"{type(err).__name__}: {err}"
+    if isinstance(err, ModuleNotFoundError) and err.name and (extra := optional_extra(err.name)):
+        line += f" (install the kit's `{extra}` extra: pip install -e '.[{extra}]')"
+    return line
 
 # %% ../../nbs/180_settings.ipynb #266666ac
 def run_notebook(template, output, parameters: dict | None = None, cwd=None, **papermill_kw):

@@ -360,6 +360,7 @@ class BwrapBackend(_ProcessBackend):
         self.hidden = _editable_hooks()
         self.masked_folders, self.masked_files = dataset_masks()
         self.hands_over = self.sizes = bwrap_sizes_tmpfs(self.bwrap)  # non-root: the job's disk inside the sandbox
+        self.host_uid(self.uses_cgroup and CgroupV1.available())  # a root host that cannot cap its jobs refuses here, once
 
     def host_uid(self, grouped: bool) -> int | None:
         "65534 on a root host that no cgroup caps, when that uid can read the interpreter (`job_uid`, nbs/280)."

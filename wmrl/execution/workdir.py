@@ -231,13 +231,21 @@ def _open_to_others(path) -> bool:
 @functools.cache
 def job_uid(reach: tuple) -> int | None:
     """bwrap on a root host without cgroups: the uid to start it as (`HOST_JOB_UID`) when that uid can reach every
-    path in `reach` (the interpreter and its prefixes); else None, and a warning (no process cap then). Asked once per
-    `reach`: the answer is the same for every run, and so is the warning."""
+    path in `reach` (the interpreter and its prefixes). Else the jobs would be the host's root with no process cap:
+    refused (PermissionError naming the fix) unless the `allow_uncapped_root` setting opts in, then None and a warning.
+    Asked once per `reach`: the answer is the same for every run."""
     closed = [str(p) for p in reach if not _open_to_others(p)]
-    if closed:
-        log.warning("sandboxed jobs have no process cap: this root host has no cgroup v1, and uid %d, which RLIMIT_NPROC "
-                    "would cap, cannot reach %s (install Python where others can read it)", HOST_JOB_UID, ", ".join(closed))
-    return None if closed else HOST_JOB_UID
+    if not closed:
+        return HOST_JOB_UID
+    why = (f"this root host has no cgroup v1, and uid {HOST_JOB_UID}, which RLIMIT_NPROC would cap, cannot reach "
+           f"{', '.join(closed)}, so jobs would run as root, whose processes the kernel never caps")
+    from wmrl.core.settings import get_settings
+    if not get_settings().allow_uncapped_root:  # a fork bomb would own the host: refuse unless the user says so
+        raise PermissionError(f"refusing to sandbox jobs without a process cap: {why}. Fix: build the venv from a Python "
+                              f"others can read (rm -rf .venv && /usr/bin/python3 -m venv .venv && make setup), or set allow_uncapped_root = true "
+                              f"in settings.ini (WMRL_ALLOW_UNCAPPED_ROOT=1) to run them anyway")
+    log.warning("sandboxed jobs have no process cap (allow_uncapped_root is set): %s", why)
+    return None
 
 def run_as(uid: int | None) -> dict:
     "`subprocess.Popen`'s arguments that start a process as `uid` (its group, no other), or none for whoever we are."
