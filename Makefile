@@ -113,13 +113,16 @@ vla-wheels: setup
 	$(PY) reproductions/vla_gpu_check.py --trim-textures vla-wheels/metaworld-3.1.1-py3-none-any.whl
 	@du -ch vla-wheels/*.whl | tail -1
 
-## gpu-rehearsal: the device check on CPU in an environment shaped like the lent image (Python 3.12, transformers
-## 5.17, accelerate 1.15, peft 0.21; no trl, datasets, vLLM or wmrl installed; the staged wheels carried), all phases
-## on a miniature of the 4B's class. Not in CI: PyPI has no CPU torch for Python 3.12, so this venv holds torch's CUDA
-## build (5.5 GB, run on the CPU). The report is committed (reproductions/results/gpu_check/cpu_image_rehearsal.json)
+## gpu-rehearsal: the device check on CPU in an environment shaped like the lent image (Python 3.12, torch 2.11.0 with
+## its Triton 3.6.0, transformers 5.17, accelerate 1.15, peft 0.21: the image's versions, as its report records them in
+## reproductions/results/gpu_check/h200_qwen3.5-4b.json; no trl, datasets, vLLM or wmrl installed; the staged wheels
+## carried), all phases on a miniature of the 4B's class. The image runs torch 2.11.0+cu130; PyPI's torch 2.11.0 is the
+## same release and pins the same Triton, the pair whose fla backward fails on Hopper (nbs/542_kernels). Not in CI: PyPI
+## has no CPU torch for Python 3.12, so this venv holds torch's CUDA build (5.5 GB, run on the CPU). The report is
+## committed (reproductions/results/gpu_check/cpu_image_rehearsal.json)
 IMAGE_PYTHON ?= python3.12
 IMAGE_VENV ?= .venv-image
-IMAGE_PACKAGES := torch==2.13.0 transformers==5.17.0 accelerate==1.15.0 peft==0.21.0 numpy scipy pandas scikit-learn \
+IMAGE_PACKAGES := torch==2.11.0 transformers==5.17.0 accelerate==1.15.0 peft==0.21.0 numpy scipy pandas scikit-learn \
 	matplotlib seaborn pyyaml tqdm pyarrow xxhash einops jinja2 fsspec psutil requests statsmodels
 gpu-rehearsal: gpu-wheels
 	test -x $(IMAGE_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
@@ -131,12 +134,14 @@ gpu-rehearsal: gpu-wheels
 		cp /tmp/wmrl-gpu-rehearsal/report.json $(CURDIR)/reproductions/results/gpu_check/cpu_image_rehearsal.json
 
 ## timm-check: MiniVLA's key map (nbs/654_prismatic) against timm itself, which imports torchvision, whose PyPI wheel
-## needs CUDA's torch: so in the image-shaped venv ($(IMAGE_VENV), torch's CUDA build run on the CPU, ~6 GB), not in CI.
+## needs CUDA's torch: so in a venv of its own ($(TIMM_VENV), torch's CUDA build run on the CPU, ~6 GB), not in CI. Its
+## own, not $(IMAGE_VENV): its torch 2.13 pin would swap out the image's 2.11 there at every other call.
+TIMM_VENV ?= $(VENV)/timm
 TIMM_PACKAGES := torch==2.13.0 torchvision==0.28.0 transformers==5.17.0 timm==1.0.31 numpy pillow pytest fastcore
 timm-check:
-	test -x $(IMAGE_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
-	$(IMAGE_VENV)/bin/pip install --quiet $(TIMM_PACKAGES)
-	WMRL_NO_SKIP=1 PYTHONPATH=$(CURDIR) $(IMAGE_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_prismatic_timm.py
+	test -x $(TIMM_VENV)/bin/python || $(IMAGE_PYTHON) -m venv $(TIMM_VENV)
+	$(TIMM_VENV)/bin/pip install --quiet $(TIMM_PACKAGES)
+	WMRL_NO_SKIP=1 PYTHONPATH=$(CURDIR) $(TIMM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_prismatic_timm.py
 
 ## vqbet-check: MiniVLA's VQ action codec (nbs/651_action_codecs) against vq_bet's own VqVae, whose source is on GitHub
 ## (not PyPI): cloned at the commit openvla-mini's VQ tokenizers were read against, with einops, its one extra dependency

@@ -55,6 +55,8 @@ REPO = Path(__file__).resolve().parent.parent
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):  # no hub is needed, and the lent
     os.environ.setdefault(_name, "1")  # machine reaches none: a lookup would wait on the network instead of failing
 os.environ.setdefault("WANDB_DISABLED", "true")
+os.environ.setdefault("WMRL_KERNEL_CHECK", "off")  # this check times whichever kernels the image has, the torch fallback
+# included, and records them (`versions`, `degraded`); wmrl.adapters.kernels would refuse that fallback on Hopper
 if str(REPO) not in sys.path:  # the lent image has no installed wmrl: the checkout is the package (children inherit it)
     sys.path.insert(0, str(REPO))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))

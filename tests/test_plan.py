@@ -52,13 +52,16 @@ def test_every_shipped_config_fits_its_hardware(path):
         assert result["fits"], f"{path.stem} on {name}: {result['problems']}"
 
 
+SHOWN = [["qwen3.5-4b", "--plan", "--hardware", "h100x8"]]  # beyond each config's own profiles: the 4B's 8-GPU verdict
+
+
 def plan_outputs() -> str:
     blocks = []
-    for path in CONFIGS:
+    for argv in [[path.stem, "--plan"] for path in CONFIGS] + SHOWN:
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
-            code = cli_train([path.stem, "--plan"])
-        blocks.append(f"### `wmrl train {path.stem} --plan`  (exit {code})\n\n```text\n{buffer.getvalue().rstrip()}\n```\n")
+            code = cli_train(argv)
+        blocks.append(f"### `wmrl train {' '.join(argv)}`  (exit {code})\n\n```text\n{buffer.getvalue().rstrip()}\n```\n")
     return "\n".join(blocks)
 
 
@@ -80,7 +83,51 @@ def test_plan_fails_loudly_and_names_the_term():
     with contextlib.redirect_stderr(io.StringIO()) as err:  # errors go to stderr, like every wmrl command's
         assert cli_train(["qwen3.5-4b", "--plan", "--hardware", "nowhere"]) == 2
     assert "unknown hardware 'nowhere'" in err.getvalue()
-    assert set(HARDWARE) >= {"h200x1", "h100x8"}
+    assert set(HARDWARE) >= {"h200x1", "h100x8", "h200x8"}
+
+
+def test_the_4b_fits_an_8_gpu_node_only_as_its_zero2_variant():
+    """qwen3.5-4b is sized for one H200 (ZeRO 0): on 8 x H100 every GPU holds all the gradients and optimizer state and
+    does not fit; qwen3.5-4b-h100x8 shards them (ZeRO 2) and gives each rank 8 of the step's 64 rows."""
+    base, node = load_config("qwen3.5-4b"), load_config("qwen3.5-4b-h100x8")
+    alone = plan(base, "h100x8")
+    assert not alone["fits"] and alone["problems"][0].startswith("GPU: peak 91.1 GiB")
+    for name in ("h100x8", "h200x8"):
+        result = plan(node, name)
+        assert result["fits"], (name, result["problems"])
+        trl = node["trl"]
+        assert trl["per_device_train_batch_size"] * trl["gradient_accumulation_steps"] * result["processes"] == 64
+    assert plan(node, "h100x8")["backward_gib"] < alone["backward_gib"] - 20  # the sharded gradients and moments
+
+
+def _differences(a, b, where=""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {d for k in set(a) | set(b) for d in _differences(a.get(k), b.get(k), f"{where}.{k}" if where else k)}
+    return set() if a == b else {where}
+
+
+def test_the_node_variant_is_the_4b_config_but_for_what_the_node_changes():
+    "Every value of qwen3.5-4b-h100x8 is qwen3.5-4b's except the lines marked NODE, so the two cannot drift apart."
+    import yaml
+    folder = REPO / "reproductions/configs"
+    base, node = (yaml.safe_load((folder / f"{n}.yaml").read_text()) for n in ("qwen3.5-4b", "qwen3.5-4b-h100x8"))
+    marked = {line.split(":")[0].strip() for line in (folder / "qwen3.5-4b-h100x8.yaml").read_text().splitlines()
+              if "# NODE" in line}
+    differing = _differences(base, node)
+    assert {d.rsplit(".", 1)[-1] for d in differing} - {"environment_gib", "data_gib"} == marked, differing
+    assert differing >= {"trl.gradient_accumulation_steps", "resources.zero_stage", "resources.hardware"}
+
+
+def test_the_time_verdict_marks_every_rate_and_sets_the_paper_beside_it():
+    "Each term of a step says where its rate comes from; the 4B's closing line names the paper's 286 GPU-h (Table 1)."
+    from wmrl.adapters.plan_time import measured_rates, timed_plan
+    result = timed_plan(load_config("qwen3.5-4b"), "h200x1")
+    bases = {t["term"]: t["basis"] for t in result["time"]["terms"]}
+    assert set(bases) == {"generation", "world-model prefill", "world-model decode", "gradient pass", "scoring forward"}
+    assert bases["gradient pass"].startswith("measured:") and bases["world-model decode"].startswith("published: NVIDIA H200")
+    grad = next(t for t in result["time"]["terms"] if t["term"] == "gradient pass")
+    assert grad["seconds"] == pytest.approx(64 * 21604 / measured_rates()["trainer"])  # the committed measurement
+    assert "the paper's own figure, 286 GPU-h" in result["time_line"] and result["time"]["steps"] == 160
 
 
 @pytest.mark.parametrize("batch,seq,completion,checkpointing", [

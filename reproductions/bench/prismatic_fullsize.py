@@ -1,10 +1,10 @@
 """MiniVLA-1B in openvla-mini's checkpoint layout, at its real size, through the kit's loader (issue 28): random
 weights written as a Prismatic run (timm towers one block deeper than read, a fused projector, Qwen2.5 with 256 extra
 tokens), loaded with `wmrl.embodied.prismatic.load_prismatic`, and its towers held to timm's own ViTs on random
-images. Needs timm, which imports torchvision, whose PyPI wheel needs CUDA's torch: run it in the image-shaped venv
+images. Needs timm, which imports torchvision, whose PyPI wheel needs CUDA's torch: run it in timm-check's venv
 (`make timm-check` builds it) or on the GPU image. About 2 min and 16 GB of host memory on 2 cores.
 
-    PYTHONPATH=. .venv-image/bin/python reproductions/bench/prismatic_fullsize.py \
+    PYTHONPATH=. .venv/timm/bin/python reproductions/bench/prismatic_fullsize.py \
         --out reproductions/results/prismatic/minivla_fullsize_cpu.json
 """
 from __future__ import annotations

@@ -26,18 +26,20 @@ __all__ = ['GIB', 'HARDWARE', 'DTYPE_BYTES', 'BLOCK_ABSMAX', 'FUSED_TILE', 'SYST
 # %% ../../nbs/540_plan.ipynb #1bd15efc
 @dataclass(frozen=True)
 class Hardware:
-    "A named machine: GPUs per node and their usable memory, host memory, disk (all GiB)."
+    "A named machine: GPUs per node and their usable memory, host memory, disk (all GiB), its card (plan_time's GPU_SPECS)."
     name: str
     gpus: int
     gpu_gib: float
     host_gib: float
     disk_gib: float
     note: str = ""
+    gpu: str = ""  # the card, for the rates of nbs/541_plan_time (its datasheet's compute and bandwidth); "" on a CPU box
 
 HARDWARE = {
-    "h200x1": Hardware("h200x1", 1, 139.0, 128.0, 64.0, "the lent device: one H200 (about 139 GiB), 16 cores, 128 GiB, 64 GiB disk"),
-    "h100x8": Hardware("h100x8", 8, 79.0, 1024.0, 2048.0, "one 8 x H100-80GB node; host RAM and disk are typical values, not measured"),
-    "a100-40x8": Hardware("a100-40x8", 8, 39.0, 1024.0, 2048.0, "the official 4B run's 40 GB cards; host and disk typical"),
+    "h200x1": Hardware("h200x1", 1, 139.0, 128.0, 64.0, "the lent device: one H200 (about 139 GiB), 16 cores, 128 GiB, 64 GiB disk", "h200"),
+    "h100x8": Hardware("h100x8", 8, 79.0, 1024.0, 2048.0, "one 8 x H100-80GB node; host RAM and disk are typical values, not measured", "h100"),
+    "h200x8": Hardware("h200x8", 8, 139.0, 1024.0, 2048.0, "one 8 x H200 node; host RAM and disk are typical values, not measured", "h200"),
+    "a100-40x8": Hardware("a100-40x8", 8, 39.0, 1024.0, 2048.0, "the official 4B run's 40 GB cards; host and disk typical", "a100-40"),
     "cpu-24g": Hardware("cpu-24g", 0, 0.0, 24.0, 40.0, "this workplace: 2 cores, 24 GB, no GPU"),
 }
 
@@ -251,7 +253,7 @@ DATA_TOKENS = 300  # the data inventory and installed versions (an allowance: a 
 def world_model_bill(config: dict, arch: dict, processes: int) -> dict:
     "Prefill tokens a step of the world model: programs x checks x prompt tokens, without prefix sharing on hybrids."
     from wmrl.world_model.prompts import ANSWER_FORMAT, CHECK_QUESTIONS, SYSTEM_PROMPT
-    trl, agent, res = config["trl"], config["agent"], config.get("resources", {})
+    trl, agent = config["trl"], config["agent"]
     rows = trl.get("per_device_train_batch_size", 8) * trl.get("gradient_accumulation_steps", 1) * processes
     turns = agent["max_turns"] if config["tasks"]["program"] == "agent" else 1
     code = agent["max_new_tokens"] if turns > 1 else trl.get("max_completion_length", 256)
@@ -259,10 +261,8 @@ def world_model_bill(config: dict, arch: dict, processes: int) -> dict:
     question = max(len(q) for q in CHECK_QUESTIONS.values()) // CHARS_PER_TOKEN + len(ANSWER_FORMAT) // CHARS_PER_TOKEN
     shared = "linear_attention" not in layer_kinds(arch)
     per_program = prefix + len(CHECK_QUESTIONS) * question if shared else len(CHECK_QUESTIONS) * (prefix + question)
-    tokens, rate = rows * turns * per_program, res.get("world_model_prefill_tokens_per_s")
     return {"programs": rows * turns, "checks": len(CHECK_QUESTIONS), "prompt_tokens": prefix + question,
-            "shared_prefix": shared, "tokens_per_step": tokens, "seconds_per_step": tokens / rate if rate else None,
-            "rate": rate}
+            "shared_prefix": shared, "tokens_per_step": rows * turns * per_program}
 
 # %% ../../nbs/540_plan.ipynb #a10b501b
 ENVIRONMENT_GIB = 8.0  # disk for the Python environment, caches and sandbox folders (an allowance, not measured here)
@@ -320,16 +320,15 @@ def plan(config: dict, hardware: str | Hardware, margin: float = ALLOCATOR_MARGI
 
 # %% ../../nbs/540_plan.ipynb #212da16a
 def _bill_row(bill: dict | None) -> list[tuple[str, str, str]]:
-    "The world model's prefill bill as a row of the table (none without an LLM world model)."
+    "The world model's prefill bill as a row of the table, where no time rows carry it (none without an LLM judge)."
     if not bill:
         return []
     how = "prefix shared by the checks" if bill["shared_prefix"] else "no prefix sharing on a hybrid: full prefills"
-    time = f"; {bill['seconds_per_step'] / 60:.0f} min a step at {bill['rate']:,.0f} tokens/s" if bill["rate"] else ""
     return [("world-model prefill", f"{bill['tokens_per_step'] / 1e6:.1f}M tok", f"{bill['programs']} programs x "
-             f"{bill['checks']} checks x {bill['prompt_tokens']:,} tokens; {how}{time}")]
+             f"{bill['checks']} checks x {bill['prompt_tokens']:,} tokens; {how}")]
 
 def format_plan(config: dict, result: dict) -> str:
-    "The plan as a text table (GiB)."
+    "The plan as a text table (GiB), with its time rows and verdict when `timed_plan` made it."
     hw, mem = result["hardware"], result["memory"]
     p, lengths = mem["precision"], mem["lengths"]
     rows = [(f"policy {config['model']['architecture']}", f"{mem['params']:,} params", f"weights {p['dtype']}, optim {p['optim']}"),
@@ -346,14 +345,15 @@ def format_plan(config: dict, result: dict) -> str:
     rows += [("peak: generation", f"{result['generation_gib']:.1f}", "engines awake, no gradients"),
              ("peak: gradient pass", f"{result['backward_gib']:.1f}", f"sleeping engines freed; +{ALLOCATOR_MARGIN:.0%} margin; " +
               (f"must stay below {HEADROOM * hw.gpu_gib:.0f} of {hw.gpu_gib:.0f} GiB" if hw.gpus else "no GPU: counted in host memory")),
-             *_bill_row(result.get("world_model_bill")),
              ("host memory", f"{result['host_gib']:.0f}", f"sandbox {result['sandbox_gib']:.0f} GiB; of {hw.host_gib:.0f} GiB"),
              ("disk", f"{result['disk_gib']:.0f}", f"{result['checkpoints_kept']} x {result['checkpoint_gib']:.1f} GiB checkpoints + model "
-              f"+ {result['environment_gib']:.0f} GiB environment; of {hw.disk_gib:.0f} GiB")]
+              f"+ {result['environment_gib']:.0f} GiB environment; of {hw.disk_gib:.0f} GiB"),
+             *(result.get("time_rows") or _bill_row(result.get("world_model_bill")))]
     width = max(len(r[0]) for r in rows)
     lines = [f"plan: {config['name']} on {hw.name} ({result['processes']} process(es); {hw.note})",
              *(f"  {a:<{width}}  {b:>14}  {c}" for a, b, c in rows),
-             "  FITS" if result["fits"] else "  DOES NOT FIT: " + "; ".join(result["problems"])]
+             "  FITS" if result["fits"] else "  DOES NOT FIT: " + "; ".join(result["problems"]),
+             *([result["time_line"]] if result.get("time_line") else [])]
     return "\n".join(lines)
 
 # %% ../../nbs/540_plan.ipynb #1a1d0e42

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..core.correction import WMRLCorrector
 from ..core.settings import did_you_mean
+from .kernels import KernelError, check_kernels
 from .train_config import correction_config, load_config, repo_root
 
 # %% auto #0
@@ -274,7 +275,11 @@ def _json_number(value):
 # %% ../../nbs/520_train.ipynb #11c0e818
 def run_training(config: dict, world_model=None) -> dict:
     "Train one run end to end and write its folder; returns the summary that `cli_train` prints."
-    started = time.perf_counter()
+    started, model = time.perf_counter(), config["model"]
+    if not model["tiny"]:  # Gated DeltaNet on Hopper: stop here, not at the first backward (nbs/542_kernels)
+        from wmrl.adapters.plan import load_architecture
+        check_kernels(load_architecture(model["architecture"]) if model["architecture"] else model["path"],
+                      use_cpu=bool(config["trl"].get("use_cpu")))
     out = run_folder(config)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({**config, "provenance": _provenance()}, indent=2, default=str))
@@ -313,7 +318,8 @@ def dry_run(config: dict) -> dict:
 # %% ../../nbs/520_train.ipynb #08b5875e
 def _print_plans(config: dict, hardware: list[str]) -> int:
     "--plan: one table per hardware profile on stdout; 0 when every plan fits, 1 otherwise."
-    from wmrl.adapters.plan import HARDWARE, format_plan, plan
+    from wmrl.adapters.plan import HARDWARE, format_plan
+    from wmrl.adapters.plan_time import timed_plan
     if not hardware:
         raise ValueError("no hardware to plan for: pass --hardware NAME or set resources.hardware "
                          f"(profiles: {sorted(HARDWARE)})")
@@ -321,7 +327,7 @@ def _print_plans(config: dict, hardware: list[str]) -> int:
     for name in hardware:
         if name not in HARDWARE:
             raise ValueError(f"unknown hardware {name!r}; profiles: {sorted(HARDWARE)}")
-        results.append(plan(config, name))
+        results.append(timed_plan(config, name))
         print(format_plan(config, results[-1]))
     return 0 if all(r["fits"] for r in results) else 1
 
@@ -332,7 +338,7 @@ def cli_train(argv: list[str] | None = None) -> int:
     parser.add_argument("config", help="YAML file, or a name in reproductions/configs (tiny-cpu, qwen3.5-4b, ...)")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. method=grpo_real trl.max_steps=3")
     parser.add_argument("--dry-run", action="store_true", help="resolve and print the configs without loading weights")
-    parser.add_argument("--plan", action="store_true", help="print the memory/disk plan; exit 1 if it does not fit")
+    parser.add_argument("--plan", action="store_true", help="print the memory, disk and time plan; exit 1 if it does not fit")
     parser.add_argument("--hardware", action="append", help="hardware profile(s) for --plan (default: resources.hardware)")
     options = parser.parse_args(argv)
     try:
@@ -341,7 +347,7 @@ def cli_train(argv: list[str] | None = None) -> int:
             return _print_plans(config, options.hardware or config["resources"]["hardware"])
         with contextlib.redirect_stdout(sys.stderr):  # TRL's progress and log lines; stdout carries only the JSON
             result = dry_run(config) if options.dry_run else run_training(config)
-    except (ValueError, TypeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, FileNotFoundError, KernelError) as error:
         print(json.dumps({"error": f"{type(error).__name__}: {error}"}), file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1, default=_json_number))

@@ -69,7 +69,10 @@ DEFAULTS = {
                   "data_gib": 0.0,  # task data on the same disk
                   "environment_gib": None,  # environment, caches, sandbox folders on that disk (None: the plan's allowance)
                   "process_host_gib": 8.0,  # host memory of one training process besides its sandbox jobs
-                  "world_model_prefill_tokens_per_s": None},  # the judge's prefill rate: the plan's minutes a step (None: tokens only)
+                  "world_model_prefill_tokens_per_s": None,  # the judge's prefill rate (None: the plan's own, nbs/541_plan_time)
+                  "execution_s": None,  # mean seconds of one sandbox run, for the plan's time (None: 0 to sandbox.wall_s)
+                  "time_budget_h": None,  # wall-clock hours the run must end in: --plan's time verdict (None: no verdict)
+                  "paper_gpu_hours": None},  # the paper's own GPU-hours for this run, printed next to the plan's
 }
 
 # %% ../../nbs/521_train_config.ipynb #a2debe12
@@ -140,7 +143,7 @@ def validate_agent(config: dict) -> None:
 
 # %% ../../nbs/521_train_config.ipynb #fc7ab5b0
 def validate_scale_out(config: dict) -> None:
-    "Settings that fail or bias silently at full scale: a sequence-level IS mode, unknown hardware names."
+    "Settings that fail or bias silently at full scale: a sequence-level IS mode, unknown hardware names, bad time numbers."
     trl = config["trl"]
     if trl.get("use_vllm") and trl.get("vllm_importance_sampling_correction", True) and \
             trl.get("vllm_importance_sampling_mode", "sequence_mask") in ("sequence_mask", "sequence_truncate"):
@@ -151,6 +154,10 @@ def validate_scale_out(config: dict) -> None:
     unknown = [h for h in config["resources"]["hardware"] if h not in HARDWARE]
     if unknown:
         raise ValueError(f"resources.hardware {unknown} are not profiles of wmrl.adapters.plan.HARDWARE ({sorted(HARDWARE)})")
+    for key in ("execution_s", "time_budget_h", "paper_gpu_hours"):  # the plan's time: a negative hour is a typo
+        value = config["resources"][key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise ValueError(f"resources.{key} must be a number >= 0 or null, got {value!r}")
 
 # %% ../../nbs/521_train_config.ipynb #7b3311a7
 def validate_config(config: dict) -> None:

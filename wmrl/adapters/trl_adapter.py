@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
 from .completions import completion_text
+from .kernels import check_kernels
 from .task_scorer import WorldModelReward
 
 # %% auto #0
@@ -115,6 +116,7 @@ def make_wmrl_trainer_class():
                     raise TypeError(f"scorer must have a {method}(rows) method")
             if getattr(scorer, "is_rollout_func", False) and kwargs.setdefault("rollout_func", scorer) is not scorer:
                 raise ValueError("an AgentRollout scorer is its own rollout_func; do not pass another rollout_func")
+            check_kernels(model, use_cpu=bool(getattr(args, "use_cpu", False)))  # before TRL loads it (nbs/542_kernels)
             self.scorer, self.key_column = scorer, key_column
             self.corrector = corrector if corrector is not None else WMRLCorrector(CorrectionConfig())
             super().__init__(model, reward_funcs=[WorldModelReward(scorer)], args=args, **kwargs)
