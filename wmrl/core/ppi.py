@@ -21,20 +21,31 @@ def rectified_advantages(predicted: np.ndarray,  # (N,) world-model rewards of e
                          real: np.ndarray,  # (N,) real rewards, NaN outside the anchor groups
                          anchor_rows: np.ndarray,  # (N,) bool, rows of the anchor groups
                          codes: np.ndarray, n_groups: int, lam: float, scale: str = "group", eps: float = 1e-4,
-                         min_graded: int = 2) -> AdvantageResult:
-    "Per-row PPI coefficients λÂ (world-model rows) and (M/k)A − (M/k − 1)λÂ (anchor rows), as an AdvantageResult."
+                         min_graded: int = 2,
+                         inclusion: np.ndarray | None = None,  # (N,) π of each row's group (Poisson anchors), or None
+                         ) -> AdvantageResult:
+    "Per-row PPI coefficients λÂ (world-model rows) and (M/k)A − (M/k − 1)λÂ, or (1/π)A − (1/π − 1)λÂ (anchor rows)."
     anchor_rows = np.asarray(anchor_rows, bool)
     hat = advantages_from_codes(predicted, codes, n_groups, scale, eps, min_graded)
     true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, scale, eps, min_graded)
-    return combine_rectified(hat, true, anchor_rows, codes, lam)
+    return combine_rectified(hat, true, anchor_rows, codes, lam, inclusion)
 
 def combine_rectified(hat: AdvantageResult,  # group advantages of the world model's rewards (every row)
                       true: AdvantageResult,  # group advantages of the real rewards (anchor rows)
-                      anchor_rows: np.ndarray, codes: np.ndarray, lam: float) -> AdvantageResult:
-    "The rectifier from the two advantage results (the correction step computes them once and reuses them)."
-    if not anchor_rows.any():
+                      anchor_rows: np.ndarray, codes: np.ndarray, lam: float,
+                      inclusion: np.ndarray | None = None,  # (N,) per-row π_g: Horvitz–Thompson 1/π_g replaces M/k
+                      ) -> AdvantageResult:
+    """The rectifier from the two advantage results (the correction step computes them once and reuses them).
+    With `inclusion` (Poisson anchors, wmrl.core.active) the weight is 1/π_g, which is unbiased with no anchor at all."""
+    if inclusion is None and not anchor_rows.any():
         raise ValueError("prediction-powered advantages need at least one anchor group this step (k >= 1)")
-    ratio = hat.n_groups / len(np.unique(codes[anchor_rows]))  # M / k
+    if inclusion is None:
+        ratio = hat.n_groups / len(np.unique(codes[anchor_rows]))  # M / k
+    else:
+        inclusion = np.asarray(inclusion, float)
+        if inclusion.shape != anchor_rows.shape or not (np.all(inclusion[anchor_rows] > 0) and np.all(inclusion <= 1)):
+            raise ValueError("inclusion needs one π in (0, 1] per row, positive on every anchor row")
+        ratio = 1.0 / np.where(anchor_rows, inclusion, 1.0)  # 1/π_g on anchor rows (unused elsewhere)
     coefficients = np.where(anchor_rows, ratio * true.advantages - (ratio - 1.0) * lam * hat.advantages,
                             lam * hat.advantages)  # Â is 0 where a row has no prediction: the same 0 in both terms
     # An anchor row without a real reward keeps its −(M/k − 1)λÂ term (A counts as 0): dropping it would make the mean
