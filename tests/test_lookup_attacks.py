@@ -1,7 +1,7 @@
 """Lookup attacks (issue 24, breach 2): every suite task is built from a dataset an installed package ships, and the
 sandbox mounts the virtual environment. A program with no model could reload the labelled table and look its test
 rows up; a red team scored reward 1.0 on 8 of 8 suite tasks that way. The backends now hide every data file of the
-providers (`wmrl.execution.backends.dataset_masks`).
+providers (`wmrl.execution.masks.dataset_masks`).
 
 - `test_no_suite_source_loads_in_the_sandbox`: inside each backend, one program tries to load the source table of
   every suite task with the provider's own loader; none loads (on commit 45ad7ff all of them did).

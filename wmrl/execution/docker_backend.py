@@ -18,8 +18,9 @@ import time
 import uuid
 from pathlib import Path
 
-from .backends import _check_public_dir, _merge_usage, _refuse_exposed_task, _thread_env, dataset_masks
+from .backends import _check_public_dir, _merge_usage, _refuse_exposed_task, _thread_env
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
+from .masks import dataset_masks
 from .workdir import IS_ROOT, Workdir, _cleanup_once, _read_small_file, submission_cap
 
 log = logging.getLogger("wmrl.execution.docker_backend")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .backends import dataset_masks, foreign_site_dirs
+from .masks import dataset_masks, foreign_site_dirs
 
 # %% auto #0
 __all__ = ['TEXT_SUFFIXES', 'PICKLE_SUFFIXES', 'TABLE_SUFFIXES', 'DIGITS', 'MIN_VALUES', 'MAX_FILE_BYTES', 'bound_package_roots',

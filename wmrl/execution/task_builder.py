@@ -279,7 +279,7 @@ def cli_tasks(argv: list[str] | None = None) -> int:
             found = leaks.get(row.get("name"))
             if found and found["file"]:  # a task with no probe rows is reported, not refused
                 row.update(ok=False, error=f"{100 * found['share']:.0f}% of its sampled test rows are in {found['file']}, "
-                           "which the sandbox can read: mask that package's data (wmrl.execution.backends.DATA_PROVIDERS) "
+                           "which the sandbox can read: mask that package's data (wmrl.execution.masks.DATA_PROVIDERS) "
                            "or build the task from data no installed package ships")
             elif found is not None:
                 row["lookup"] = "not checked: no test row has 3 or more numeric values"
