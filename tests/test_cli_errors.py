@@ -26,6 +26,8 @@ CASES = [
     (["reproduce", "autoresearch", "--grid", "{negative_seeds}"], "seeds must be ints >= 0"),
     (["reproduce", "embodied", "--workers", "-2", "--out", "{missing_dir}"], "--workers must be at least 1"),
     (["run", "{task}", "{solution}", "--workers", "-2"], "--workers must be at least 1"),
+    # issue 46: a missing optional package names the extra that installs it (vLLM has no CPU build: never here)
+    (["predict", "{task}", "{solution}", "--backend", "vllm", "--model", "x"], "install the kit's `gpu` extra: pip install -e '.[gpu]'"),
 ]
 
 

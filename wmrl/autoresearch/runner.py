@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.settings import did_you_mean, read_yaml
+from ..core.settings import did_you_mean, error_line, read_yaml
 
 # %% auto #0
 __all__ = ['GRID_KEYS', 'PROVENANCE_PACKAGES', 'SUITE_TASK_S', 'SECONDS_PER_EXECUTION', 'RUN_OVERHEAD_S', 'REFERENCE_BUDGET_S',
@@ -322,7 +322,7 @@ def run_grid_cli(argv, prog: str, description: str, prefix: str, sizes: tuple[st
                   "cache hits make it shorter)", file=sys.stderr)
         report = run_grid(grid, out, progress=not args.no_progress)
     except (OSError, ValueError, TypeError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}), file=sys.stderr)
+        print(json.dumps({"error": error_line(err)}), file=sys.stderr)
         return 2
     summary = json.loads(Path(report["summary"]).read_text())
     print(json.dumps({**report, "seconds": round(time.perf_counter() - start, 1), **headline(summary)}, indent=1))

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
+from ..core.settings import error_line
 from .env_workers import FakeLiberoEnv, fake_init_states, instruction, per_task, scene_batch, scene_spec
 from .libero import ProgressAdapter, decode_action_tokens, resolve_unnorm_key, suite_tasks, vla_prompt
 from .reward_service import checked_predict
@@ -372,7 +373,7 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
             checked_predict(config.progress_url)  # so does a reward service that does not answer
         summary = _run_template(Path(args.out), {**knobs, "dry_run": args.dry_run, "progress": not args.no_progress})
     except (OSError, ValueError, TypeError, NotImplementedError, RewardServiceError) as err:
-        print(f"wmrl reproduce libero: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"wmrl reproduce libero: {error_line(err)}", file=sys.stderr)
         return 2
     print(json.dumps({"out": args.out, "eval": summary["eval"], "steps": len(summary["log"]), "seconds": summary["seconds"]}))
     return 0

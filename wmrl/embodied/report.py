@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.settings import error_line
 from .loop import ARM_ORDER, PAPER_TABLE3
 
 # %% auto #0
@@ -379,7 +380,7 @@ def cli_reproduce_embodied(argv: list[str] | None = None) -> int:
             out = get_settings().runs_dir / f"embodied_{args.size}"
         report = run_embodied_grid(grid, out, args.workers, progress=not args.no_progress)
     except (OSError, ValueError, TypeError, ImportError) as err:
-        print(f"wmrl reproduce embodied: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"wmrl reproduce embodied: {error_line(err)}", file=sys.stderr)
         return 2
     summary = json.loads(Path(report["summary"]).read_text())
     headline = {arm: row["Overall"] for arm, row in summary["arms"].items()}

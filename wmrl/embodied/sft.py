@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.settings import error_line
 from .action_codecs import BinnedActions
 from .libero import encode_actions, minivla_image
 
@@ -269,7 +270,7 @@ def cli_sft_libero(argv: list[str] | None = None) -> int:
     try:
         summary = run_sft(SFTConfig(**args), progress=progress)
     except (OSError, ValueError, NotImplementedError) as err:
-        print(f"wmrl sft libero: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"wmrl sft libero: {error_line(err)}", file=sys.stderr)
         return 2
     print(json.dumps({"out": args["out"], "rows": summary["rows"], "losses": summary["losses"]}))
     return 0

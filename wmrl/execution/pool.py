@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.settings import error_line
 from .backends import SandboxBackend
 from .limits import ExecutionRecord, SandboxLimits
 from .sandbox import execute, get_backend
@@ -121,7 +122,7 @@ def cli_run(argv: list[str] | None = None) -> int:
         limits = SandboxLimits.from_settings(**overrides) if overrides else None
         backend = get_backend(args.backend)
     except (OSError, ValueError, TypeError, RuntimeError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}), file=sys.stderr)
+        print(json.dumps({"error": error_line(err)}), file=sys.stderr)
         return 2
     try:
         with ExecutionPool(backend, max_workers=args.workers) as pool:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..core.settings import error_line
 from .prompts import CheckPrompt, FewShotExample, build_prompts
 from .static import StaticWorldModel
 from .verdicts import CHECKS, VERDICT_SCHEMA, Verdict, aggregate, parse_verdict, syntax_error_of
@@ -380,7 +381,7 @@ def cli_predict(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError, RuntimeError, ImportError) as err:
         hint = f"; is {args.task_dir} a task folder? `wmrl tasks check {args.task_dir}` names what is missing" \
             if type(err).__name__ == "TaskError" else ""
-        print(json.dumps({"error": f"{type(err).__name__}: {err}{hint}"}), file=sys.stderr)
+        print(json.dumps({"error": f"{error_line(err)}{hint}"}), file=sys.stderr)
         return 2
     keys = ("check", "verdict", "confidence", "error_type", "line", "feedback")
     out = {"verdicts": [{k: v.to_dict()[k] for k in keys} for v in prediction.verdicts], "score": prediction.score,
