@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from ..core.correction import WMRLCorrector
-from ..core.settings import did_you_mean
+from ..core.settings import did_you_mean, error_line
 from .kernels import KernelError, check_kernels
 from .train_config import correction_config, load_config, repo_root
 
@@ -348,7 +348,7 @@ def cli_train(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # TRL's progress and log lines; stdout carries only the JSON
             result = dry_run(config) if options.dry_run else run_training(config)
     except (ValueError, TypeError, FileNotFoundError, KernelError) as error:
-        print(json.dumps({"error": f"{type(error).__name__}: {error}"}), file=sys.stderr)
+        print(json.dumps({"error": error_line(error)}), file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1, default=_json_number))
     return 0
