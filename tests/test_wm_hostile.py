@@ -20,6 +20,7 @@ from wmrl.execution.backends import bwrap_works
 from wmrl.execution.limits import SandboxLimits
 from wmrl.execution.sandbox import execute
 from wmrl.execution.tasks import load_task
+from wmrl.world_model.prior import load_prior
 from wmrl.world_model.prompts import build_prefix
 from wmrl.world_model.static import StaticWorldModel
 
@@ -152,3 +153,70 @@ def test_the_prediction_matches_a_real_run(iris, name):
     code, status, _ = EARLY[name]
     record = execute(iris, code, backend="bwrap", limits=SandboxLimits(wall_s=60, memory_mb=1024))
     assert record.status == status == predict(iris, code).status
+
+
+# ---- issue 44, item 4: exits, signals and sleeps the walk could not place ---------------------------------------------
+# Each really scores 0.1 (run in bwrap below); on 8e6b3db every one was predicted ok (0.725 with the hand prior, 0.875
+# with the fitted one): `PYTHONPATH=<git archive 8e6b3db wmrl toy> pytest tests/test_wm_hostile.py -k indirect`.
+
+INDIRECT = {  # program (after the clean solution's imports) -> the real status
+    "exit_through_map": ("import sys\nlist(map(sys.exit, [1]))", "runtime_error"),
+    "exit_through_a_dict": ("actions = {'stop': os._exit}\nactions['stop'](1)", "runtime_error"),
+    "exit_in_a_timer": ("import threading\nthreading.Timer(0.5, os._exit, [1]).start()", "runtime_error"),
+    "exit_in_atexit": ("import atexit\natexit.register(os._exit, 1)", "runtime_error"),
+    "exit_in_a_finaliser": ("class Guard:\n    def __del__(self):\n        os._exit(1)\nguard = Guard()", "runtime_error"),
+    "kill_itself": ("import signal\nos.kill(os.getpid(), signal.SIGKILL)", "runtime_error"),
+    "alarm": ("import signal, time\nsignal.alarm(1)\ntime.sleep(2)", "runtime_error"),
+    "unbounded_recursion": ("def descend(n):\n    return descend(n + 1)\ndescend(0)", "runtime_error"),
+    "environ_pop": ("os.environ.pop('DATA_DIR')", "runtime_error"),
+    "builtins_open": ("import builtins\nbuiltins.open = None", "runtime_error"),
+    "sleep_under_an_alias": ("from time import sleep as nap\nnap(60 * 60)", "timeout"),
+    "sleep_through_getattr_on_an_alias": ("import time as clock\ngetattr(clock, 'sleep')(60 * 60)", "timeout"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDIRECT))
+def test_indirect_exits_signals_and_sleeps_are_predicted_to_fail(iris, name):
+    line, status = INDIRECT[name]
+    for model in (StaticWorldModel(), StaticWorldModel(quality_prior=load_prior())):
+        prediction = model.predict([(iris, after_imports(line))])[0]
+        assert (prediction.status, prediction.score) == (status, pytest.approx(0.1)), (name, prediction.status, prediction.feedback)
+
+
+INDIRECT_VARIANTS = [  # the same breaches written another way
+    "import atexit\natexit.register(lambda: os._exit(1))", "import threading\nthreading.Thread(target=os._exit, args=(1,)).start()",
+    "import signal\nsignal.raise_signal(signal.SIGTERM)", "import signal\nsignal.setitimer(signal.ITIMER_REAL, 0.5)",
+    "del os.environ['SUBMISSION_PATH']", "os.environ.clear()", "setattr(os.path, 'join', None)", "__builtins__.open = None",
+    "import time\nlist(map(time.sleep, [3600]))", "def spin():\n    x = 1\n    spin()\nspin()",
+]
+
+
+@pytest.mark.parametrize("line", INDIRECT_VARIANTS)
+def test_indirect_variants_are_predicted_to_fail(iris, line):
+    prediction = predict(iris, after_imports(line))
+    assert prediction.status in ("runtime_error", "timeout"), (line, prediction.status)
+
+
+HONEST_LOOKALIKES = [  # near misses an honest program writes: none of them may move the prediction
+    after_imports(line) for line in (
+        "import signal\nsignal.alarm(0)", "import time\ntime.sleep(0.5)", "exit_codes = {'ok': 0}",
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(10)", "os.environ['OMP_NUM_THREADS'] = '1'",
+        "class Scaler:\n    def fit(self, X):\n        return self\nScaler().fit(None)", "import sys\nsys.setrecursionlimit(10_000)")
+] + [GOOD.replace('DATA_DIR = os.environ["DATA_DIR"]', 'DATA_DIR = os.environ.pop("DATA_DIR")')]  # pop reads it once
+
+
+@pytest.mark.parametrize("code", HONEST_LOOKALIKES)
+def test_honest_lookalikes_keep_the_clean_prediction(iris, code):
+    assert "os.environ.pop" in HONEST_LOOKALIKES[-1]
+    clean = predict(iris, GOOD)
+    prediction = predict(iris, code)
+    assert (prediction.status, prediction.score) == (clean.status, clean.score), prediction.feedback
+
+
+@pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot create namespaces here (CI runs it)")
+@pytest.mark.parametrize("name", sorted(n for n, (_, status) in INDIRECT.items() if status == "runtime_error"))
+def test_the_indirect_programs_really_fail(iris, name):
+    "They really score 0.1 cold (the two sleeps are left out: each would hold the sandbox for its whole wall clock)."
+    line, status = INDIRECT[name]
+    record = execute(iris, after_imports(line), backend="bwrap", limits=SandboxLimits(wall_s=60, memory_mb=1024))
+    assert (record.status, record.reward) == (status, pytest.approx(0.1)), (name, record.message)

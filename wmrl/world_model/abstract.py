@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from .prompts import TaskView
 
 # %% auto #0
-__all__ = ['CONFIDENCE', 'NON_NUMERIC', 'IMPORTABLE', 'UNSAFE_PARTS', 'Mod', 'Obj', 'Inst', 'Table', 'Column', 'PathVal',
-           'Method', 'Finding', 'State', 'find_module', 'load_module', 'check_names', 'bind_import', 'check_keywords',
-           'path_from_env', 'join_path', 'read_table']
+__all__ = ['CONFIDENCE', 'NON_NUMERIC', 'UNSET', 'IMPORTABLE', 'UNSAFE_PARTS', 'Mod', 'Obj', 'Inst', 'Table', 'Column', 'PathVal',
+           'Method', 'Recursion', 'Finding', 'State', 'find_module', 'load_module', 'check_names', 'bind_import',
+           'check_keywords', 'path_from_env', 'join_path', 'read_table']
 
 # %% ../../nbs/325_abstract.ipynb #e4715bc5
 @dataclass
@@ -69,6 +69,11 @@ class Method:
     owner: object
     name: str
 
+@dataclass
+class Recursion:
+    "A function of the program whose every call calls it again before it can return: a call never ends by itself."
+    name: str
+
 # %% ../../nbs/325_abstract.ipynb #2ccf7354
 @dataclass
 class Finding:
@@ -84,6 +89,12 @@ CONFIDENCE = {"imports_names": 0.95, "api_calls": 0.9, "data_refs": 0.9, "shape_
 NON_NUMERIC = ("object", "str", "string", "category", "bool")  # bool is fine for sklearn, but rarely a feature here
 
 # %% ../../nbs/325_abstract.ipynb #d70add16
+class _Unset:
+    "The value of an environment variable the program removed (reading it raises KeyError)."
+    def __repr__(self): return "UNSET"
+
+UNSET = _Unset()
+
 @dataclass
 class State:
     task: TaskView
@@ -102,6 +113,8 @@ class State:
     in_def: int = 0                                  # inside a function body (walked once, maybe never called)
     stopped: bool = False                            # an unconditional exit: the statements after it never run
     loaded: frozenset = frozenset()                  # every name the program reads somewhere (is a result used?)
+    environ: dict = field(default_factory=dict)      # os.environ keys the program set (their value) or removed (UNSET)
+    handled: set = field(default_factory=set)        # signals the program installed a handler for ('?': one it cannot name)
     line: int = 0
 
     def report(self, check: str, error_type: str, message: str, confidence: float | None = None, line: int | None = None):
@@ -112,7 +125,8 @@ class State:
 # %% ../../nbs/325_abstract.ipynb #0965ecb2
 IMPORTABLE = {"numpy", "pandas", "sklearn", "scipy", "math", "os", "sys", "json", "re", "time", "random", "pathlib",
               "collections", "itertools", "functools", "statistics", "csv", "warnings", "string", "typing", "gc",
-              "xgboost", "lightgbm", "catboost", "statsmodels"}
+              "xgboost", "lightgbm", "catboost", "statsmodels",
+              "signal", "threading", "atexit"}  # the last three only to name what a program hands its exits and sleeps to
 UNSAFE_PARTS = {"__main__", "tests", "testing", "conftest", "setup"}  # submodules that may run code on import
 
 def _find_spec(qualified: str, path):

@@ -8,20 +8,25 @@ Docs: https://github.com/wmrl-kit/wmrl/interpreter.html.md"""
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import inspect
 import math
 import os
+import signal
 import sys
+import time
 
 from wmrl.world_model.abstract import (
     NON_NUMERIC,
+    UNSET,
     Column,
     Inst,
     Method,
     Mod,
     Obj,
     PathVal,
+    Recursion,
     State,
     Table,
     check_keywords,
@@ -33,23 +38,53 @@ from wmrl.world_model.abstract import (
 )
 
 # %% auto #0
-__all__ = ['TUNING', 'OPAQUE', 'UNDECIDED', 'evaluate', 'evaluate_fstring', 'evaluate_binop', 'evaluate_attribute',
-           'evaluate_subscript', 'opaque_call', 'resolve_getattr', 'exit_status', 'note_exit', 'evaluate_call',
-           'table_from_dict', 'check_allocation', 'memory_limit_mb', 'call_method', 'fit_estimator',
-           'predict_estimator', 'table_method']
+__all__ = ['OPAQUE', 'SENDERS', 'IGNORED', 'STOPPING', 'ENDINGS', 'ENVIRON_CHANGES', 'ENVIRON_READS', 'TUNING', 'UNDECIDED',
+           'ending', 'note_escape', 'evaluate', 'evaluate_fstring', 'evaluate_binop', 'evaluate_attribute',
+           'evaluate_subscript', 'read_environ', 'unset_environ', 'change_environ', 'opaque_call', 'rebinds_library',
+           'resolve_getattr', 'signal_to_self', 'exit_status', 'note_exit', 'unplaced_signal', 'note_handler',
+           'evaluate_call', 'evaluate_lambda', 'table_from_dict', 'check_allocation', 'memory_limit_mb', 'call_method',
+           'fit_estimator', 'predict_estimator', 'table_method']
+
+# %% ../../nbs/327_interpreter.ipynb #60238ca3
+OPAQUE = 0.55  # the confidence of "runs code the world model cannot read or follow"
+SENDERS = (os.kill, os.killpg, signal.raise_signal, signal.pthread_kill)  # functions that send a signal now
+IGNORED = frozenset({0, signal.SIGCHLD, signal.SIGCONT, signal.SIGURG, signal.SIGWINCH})  # nothing happens (0: is it alive?)
+STOPPING = frozenset({signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU})  # by default the process waits
+ENDINGS = {"exit": (sys.exit, os._exit, os.abort), "signal": (*SENDERS, signal.alarm, signal.setitimer),
+           "sleep": (time.sleep, signal.pause)}
+
+def ending(value) -> str | None:
+    "'exit', 'signal' or 'sleep' when `value` is a function that ends or stalls the program, else None."
+    if not isinstance(value, Obj): return None
+    return next((kind for kind, functions in ENDINGS.items() if any(value.value is f for f in functions)), None)
+
+def note_escape(value, state: State) -> None:
+    "An ending function handed on as a value runs where the walk cannot follow it: a failure at `OPAQUE`."
+    kind = ending(value)
+    if kind is None or state.in_branch: return
+    if kind == "sleep":
+        state.report("compute_budget", "TimeoutError", f"{value.name} handed on as a value: a sleep the world model cannot bound", OPAQUE)
+    else:
+        state.report("other_runtime", "SystemExit" if kind == "exit" else "RuntimeError",
+                     f"{value.name} handed on as a value: it may end the program where the world model cannot follow", OPAQUE)
 
 # %% ../../nbs/327_interpreter.ipynb #b5d1ecaf
 def evaluate(node, state: State):
     "Abstract value of an expression; reports findings met on the way; None when unknown."
     if isinstance(node, ast.Constant): return node.value if isinstance(node.value, (str, int, float)) else None
-    if isinstance(node, ast.Name): return state.env.get(node.id)
+    if isinstance(node, ast.Name):
+        if node.id in ("exit", "quit") and node.id not in state.env: return Obj(sys.exit, node.id)  # the builtins
+        return state.env.get(node.id)
     if isinstance(node, (ast.List, ast.Tuple)):
         items = [evaluate(e, state) for e in node.elts]
+        for item in items: note_escape(item, state)
         return items if all(isinstance(i, (str, int, float)) for i in items) else None
     if isinstance(node, ast.Dict):
         keys = [evaluate(k, state) if k is not None else None for k in node.keys]
         values = [evaluate(v, state) for v in node.values]
+        for value in values: note_escape(value, state)
         return {"__dict__": dict(zip(keys, values))} if all(isinstance(k, str) for k in keys) else None
+    if isinstance(node, ast.Lambda): return evaluate_lambda(node, state)
     if isinstance(node, ast.JoinedStr): return evaluate_fstring(node, state)
     if isinstance(node, ast.BinOp): return evaluate_binop(node, state)
     if isinstance(node, ast.Attribute): return evaluate_attribute(node, state)
@@ -103,13 +138,14 @@ def evaluate_attribute(node: ast.Attribute, state: State):
             return None
         return Method(base, node.attr)
     if isinstance(base, (PathVal, Column, str)): return Method(base, node.attr)
+    if isinstance(base, Obj) and base.name == "os.environ" and node.attr in ENVIRON_CHANGES + ENVIRON_READS: return Method(base, node.attr)
     return None
 
 # %% ../../nbs/327_interpreter.ipynb #11aae8a4
 def evaluate_subscript(node: ast.Subscript, state: State):
     base = evaluate(node.value, state)
     key = evaluate(node.slice, state)
-    if isinstance(base, Obj) and base.name == "os.environ": return path_from_env(key if isinstance(key, str) else None)
+    if isinstance(base, Obj) and base.name == "os.environ": return read_environ(key, state)
     if isinstance(base, Table) and base.columns is not None:
         if isinstance(key, str):
             if key not in base.columns:
@@ -128,9 +164,46 @@ def evaluate_subscript(node: ast.Subscript, state: State):
         if all(b is None or isinstance(b, int) for b in bounds): return base[slice(*bounds)]
     return None
 
+# %% ../../nbs/327_interpreter.ipynb #9b43bb90
+ENVIRON_CHANGES = ("pop", "popitem", "clear", "update")  # the os.environ methods that change what a later read sees
+ENVIRON_READS = ("get",)
+
+def read_environ(key, state: State, subscript: bool = True):
+    "os.environ[key] (`subscript`) or os.getenv(key), after the program's own changes to its environment."
+    ours = path_from_env(key if isinstance(key, str) else None)
+    if isinstance(key, str) and key in state.environ: value = state.environ[key]
+    elif "*" in state.environ: value = UNSET
+    elif "?" in state.environ and ours is not None:
+        state.report("other_runtime", "RuntimeError", f"${key} may have been removed (os.environ changed under a key the world model cannot name)", OPAQUE)
+        return None
+    else: return ours
+    if value is not UNSET: return value
+    if subscript: state.report("data_refs", "KeyError", f"'{key}'" if isinstance(key, str) else "a variable os.environ.clear() removed")
+    elif ours is not None: state.report("other_runtime", "RuntimeError", f"reads ${key} after removing it: None or a default, not the task's path", OPAQUE)
+    return None
+
+def unset_environ(key, state: State) -> None:
+    "Remove `key` ('*': every key) from what later reads see; in a function or a branch it only may be removed ('?')."
+    if state.in_def or state.in_branch or not isinstance(key, str): state.environ["?"] = UNSET
+    elif key == "*": state.environ = {"*": UNSET}
+    else: state.environ[key] = UNSET
+
+def change_environ(name: str, args, kwargs, state: State):
+    "os.environ.pop / popitem / clear / update: what a later read sees. Returns what `pop` returns."
+    if name == "clear": unset_environ("*", state)
+    elif name == "pop" and args and isinstance(args[0], str):
+        old = read_environ(args[0], state) if len(args) == 1 else None  # pop(key) of a removed key is a KeyError too
+        unset_environ(args[0], state)
+        return old
+    elif name in ("pop", "popitem"): unset_environ(None, state)
+    elif name == "update":
+        given = args[0]["__dict__"] if args and isinstance(args[0], dict) else {}
+        state.environ.update({k: v for k, v in {**given, **kwargs}.items() if isinstance(k, str)})
+    return None
+
 # %% ../../nbs/327_interpreter.ipynb #bd1ba6dc
 TUNING = ("GridSearchCV", "RandomizedSearchCV", "cross_val_score", "cross_validate", "CalibratedClassifierCV")
-OPAQUE, UNDECIDED = 0.55, 0.5  # confidences of "runs code it cannot read" and "an assertion it cannot decide"
+UNDECIDED = 0.5  # the confidence of "an assertion it cannot decide" (OPAQUE: "runs code it cannot read", above)
 
 def _is_getattr(node, state: State) -> bool:
     "Is `node` a call of the builtin getattr with an object and a name?"
@@ -146,7 +219,20 @@ def opaque_call(node: ast.Call, func, state: State) -> str | None:
         return "a call through getattr() with a computed name"
     if isinstance(func, Obj) and func.value is importlib.import_module and not (node.args and isinstance(evaluate(node.args[0], state), str)):
         return "importlib.import_module() of a computed name"
+    if isinstance(callee, ast.Name) and callee.id in ("setattr", "delattr") and callee.id not in state.env and len(node.args) >= 2:
+        return rebinds_library(node.args[0], evaluate(node.args[1], state), state)
     return None
+
+def rebinds_library(owner: ast.expr, attribute, state: State) -> str | None:
+    "Why setting or deleting `owner.attribute` leaves library calls unresolved (a module's function or class), else None."
+    if not isinstance(attribute, str): return None
+    if isinstance(owner, ast.Name) and owner.id == "__builtins__" and owner.id not in state.env: module = builtins
+    elif all(isinstance(n, (ast.Name, ast.Attribute, ast.expr_context)) for n in ast.walk(owner)):  # a dotted name: no call
+        value = evaluate(owner, state)
+        module = value.value if isinstance(value, Obj) and inspect.ismodule(value.value) else load_module(value.name) if isinstance(value, Mod) else None
+    else: return None
+    if module is None or not callable(getattr(module, attribute, None)): return None
+    return f"rebinds {module.__name__}.{attribute}: the library calls that use it cannot be resolved"
 
 def resolve_getattr(node: ast.Call, state: State):
     "`getattr(x, 'name')` with a name the analysis can compute is the attribute `x.name` (so `sl` + `eep` is `sleep`)."
@@ -162,37 +248,93 @@ def _status(args: list[ast.expr], state: State) -> int:
     value = evaluate(args[0], state)
     return value if isinstance(value, int) else 1 if isinstance(value, str) else 0
 
+def _signal(node: ast.expr, state: State) -> int | None:
+    "The signal an expression names (`signal.SIGKILL`, `9`), or None."
+    value = evaluate(node, state)
+    value = value.value if isinstance(value, Obj) else value
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < signal.NSIG else None
+
+def _is_self(node: ast.expr, state: State) -> bool:
+    "Does this pid name the program's own process: `os.getpid()`, `os.getpgrp()`, or 0 (its own process group)?"
+    if isinstance(node, ast.Constant): return type(node.value) is int and node.value == 0
+    if not isinstance(node, ast.Call) or node.args: return False
+    func = evaluate(node.func, state)
+    return isinstance(func, Obj) and (func.value is os.getpid or func.value is os.getpgrp)
+
+def signal_to_self(node: ast.Call, func, state: State) -> int | None:
+    "The signal this call surely sends to the program's own process (`func` is its evaluated function), else None."
+    value = func.value if isinstance(func, Obj) else None
+    if value is signal.raise_signal and len(node.args) == 1: return _signal(node.args[0], state)
+    if (value is os.kill or value is os.killpg) and len(node.args) == 2 and _is_self(node.args[0], state):
+        return _signal(node.args[1], state)
+    return None
+
 def exit_status(node: ast.Call, func, state: State) -> int | None:
-    "The status if this call exits the program (`func` is its evaluated function), else None."
+    "The status if this call exits the program (`func` is its evaluated function), else None; -N: killed by signal N."
     callee = node.func
     if isinstance(callee, ast.Name) and callee.id in ("exit", "quit") and callee.id not in state.env:
         return _status(node.args, state)
     if isinstance(func, Obj) and (func.value is sys.exit or func.value is os._exit): return _status(node.args, state)
     if isinstance(func, Obj) and func.value is os.abort: return 134  # SIGABRT
-    return None
+    sig = signal_to_self(node, func, state)
+    if sig is None or sig in IGNORED | STOPPING: return None
+    return -sig if sig == signal.SIGKILL or not state.handled & {sig, "?"} else None
+
+def _signal_name(number: int) -> str:
+    try: return signal.Signals(number).name
+    except ValueError: return f"signal {number}"  # a real-time signal
 
 def note_exit(status: int, state: State) -> None:
     "A failing status is a finding; an exit that surely runs stops the walk (what follows it never runs)."
     if state.in_branch: return
-    if status != 0: state.report("other_runtime", "SystemExit", f"the program exits with status {status}")
+    if status < 0: state.report("other_runtime", _signal_name(-status), f"the program kills itself with {_signal_name(-status)}")
+    elif status != 0: state.report("other_runtime", "SystemExit", f"the program exits with status {status}")
     if not (state.in_def or state.in_try): state.stopped = True
+
+# %% ../../nbs/327_interpreter.ipynb #c15f9dbf
+def unplaced_signal(node: ast.Call, func, state: State) -> str | None:
+    "Why this call may kill the program at a moment, or with a signal, the walk cannot place (after `exit_status`)."
+    value = func.value if isinstance(func, Obj) else None
+    if value is signal.alarm or value is signal.setitimer:
+        at = 0 if value is signal.alarm else 1
+        seconds = evaluate(node.args[at], state) if len(node.args) > at else None
+        return None if seconds == 0 else f"{func.name}() schedules a signal that kills the program when it fires"
+    if any(value is f for f in SENDERS):
+        sig = signal_to_self(node, func, state)
+        if sig in IGNORED and not state.handled & {sig, "?"}: return None
+        return f"{func.name}() sends a signal the world model cannot follow"
+    return None
+
+def note_handler(node: ast.Call, state: State) -> None:
+    "signal.signal(sig, handler): a signal sent to itself later runs the handler (SIG_DFL: the default action again)."
+    if len(node.args) != 2: return
+    sig, handler = _signal(node.args[0], state), evaluate(node.args[1], state)
+    if isinstance(handler, Obj) and handler.value is signal.SIG_DFL: state.handled.discard(sig)
+    else: state.handled.add("?" if sig is None else sig)
 
 # %% ../../nbs/327_interpreter.ipynb #fcbce920
 def evaluate_call(node: ast.Call, state: State):
     func = evaluate(node.func, state)
     args = [evaluate(a, state) for a in node.args]
     kwargs = {k.arg: evaluate(k.value, state) for k in node.keywords if k.arg}
+    for value in (*args, *kwargs.values()): note_escape(value, state)
     if (why := opaque_call(node, func, state)) is not None:
         if not state.in_branch: state.report("other_runtime", "RuntimeError", why, OPAQUE)
         return None
     if (status := exit_status(node, func, state)) is not None: return note_exit(status, state)
+    if (why := unplaced_signal(node, func, state)) is not None:
+        if not state.in_branch: state.report("other_runtime", "RuntimeError", why, OPAQUE)
+        return None
+    if isinstance(func, Recursion):
+        if not state.in_branch: state.report("other_runtime", "RecursionError", f"maximum recursion depth exceeded: {func.name}() calls itself before it can return")
+        return None
     if isinstance(func, Method): return call_method(func, node, args, kwargs, state)
     if not isinstance(func, Obj): return resolve_getattr(node, state)
     if func.name in ("os.environ", "environ"): return None
     target, name = func.value, func.name.rsplit(".", 1)[-1]
     if callable(target): check_keywords(target, name, node, state)
     qualified = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', name)}"
-    if name in ("getenv",) or qualified.endswith("os.getenv"): return path_from_env(args[0] if args else None)
+    if name in ("getenv",) or qualified.endswith("os.getenv"): return read_environ(args[0] if args else None, state, subscript=False)
     if qualified.endswith("posixpath.join") or name == "join" and "path" in func.name:
         return join_path(args[0], "/".join(a for a in args[1:] if isinstance(a, str))) if args else None
     if name in ("Path", "PurePath") and args: return args[0] if isinstance(args[0], PathVal) else PathVal("literal", str(args[0]))
@@ -200,6 +342,10 @@ def evaluate_call(node: ast.Call, state: State):
     if name == "DataFrame": return table_from_dict(args[0] if args else kwargs.get("data"), kwargs.get("columns"))
     if name == "concat": return Table(None, None)
     if name == "sleep" and args and isinstance(args[0], (int, float)): state.cost_s += args[0] * state.multiplier
+    elif target is time.sleep and not state.in_branch:
+        state.report("compute_budget", "TimeoutError", "time.sleep() of a length the world model cannot compute", OPAQUE)
+    if target is signal.pause and not state.in_try: state.cost_s = math.inf  # waits for a signal nothing sends
+    if target is signal.signal: note_handler(node, state)
     if name in ("zeros", "ones", "empty", "full", "rand", "randn", "random") and args: check_allocation(args, state)
     if name in TUNING: state.tuned = True
     if name == "savetxt" and args: state.writes.append((state.line, args[0] if isinstance(args[0], PathVal) else PathVal("literal", str(args[0])), None, False))
@@ -208,6 +354,20 @@ def evaluate_call(node: ast.Call, state: State):
             state.estimators.append(target.__name__)
             state.models.append((target.__name__, dict(kwargs)))
         return Inst(target, params={k: v for k, v in kwargs.items()})
+    return None
+
+# %% ../../nbs/327_interpreter.ipynb #f7bed84c
+def evaluate_lambda(node: ast.Lambda, state: State):
+    "Walk a lambda's body as a function body (its parameters unknown, the names outside kept); the lambda is unknown."
+    arguments = node.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
+    outside = {name: state.env.pop(name) for name in names if name in state.env}
+    state.in_def += 1
+    try: evaluate(node.body, state)
+    finally:
+        state.in_def -= 1
+        for name in names: state.env.pop(name, None)
+        state.env.update(outside)
     return None
 
 # %% ../../nbs/327_interpreter.ipynb #6ad10376
@@ -247,7 +407,8 @@ def call_method(method: Method, node: ast.Call, args, kwargs, state: State):
         if name in ("fit", "fit_transform"): return fit_estimator(owner, args, state)
         if name in ("predict", "predict_proba", "transform", "decision_function", "score"):
             return predict_estimator(owner, name, args, state)
-    if isinstance(owner, Obj) and owner.name == "os.environ" and name == "get": return path_from_env(args[0] if args else None)
+    if isinstance(owner, Obj) and owner.name == "os.environ" and name == "get": return read_environ(args[0] if args else None, state, subscript=False)
+    if isinstance(owner, Obj) and owner.name == "os.environ" and name in ENVIRON_CHANGES: return change_environ(name, args, kwargs, state)
     if isinstance(owner, Column) and name == "astype" and owner.dtype in NON_NUMERIC and args:
         wanted = args[0] if isinstance(args[0], str) else getattr(node.args[0], "id", "")
         if wanted in ("float", "int", "float64", "int64", "float32"):

@@ -12,11 +12,29 @@ import itertools
 import math
 import operator
 
-from .abstract import Column, Obj, State, Table, bind_import
-from .interpreter import TUNING, UNDECIDED, _status, evaluate, note_exit
+from wmrl.world_model.abstract import (
+    Column,
+    Obj,
+    Recursion,
+    State,
+    Table,
+    bind_import,
+)
+from wmrl.world_model.interpreter import (
+    OPAQUE,
+    TUNING,
+    UNDECIDED,
+    _status,
+    evaluate,
+    note_escape,
+    note_exit,
+    rebinds_library,
+    unset_environ,
+)
 
 # %% auto #0
-__all__ = ['decide', 'check_assert', 'endless', 'assign', 'run_statements', 'run_block', 'run_loop']
+__all__ = ['decide', 'check_assert', 'endless', 'assign', 'rebind', 'delete', 'unbounded_recursion', 'run_statements',
+           'run_block', 'run_loop']
 
 # %% ../../nbs/328_statements.ipynb #6e194f6e
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -54,17 +72,33 @@ def endless(iterable: ast.expr, state: State) -> bool:
 
 # %% ../../nbs/328_statements.ipynb #4fa1e6c6
 def assign(target, value, state: State) -> None:
+    "Bind `value` to `target`: a name, the names of a tuple (unknown), a table's column, an environment variable."
     if isinstance(target, ast.Name): state.env[target.id] = value
     elif isinstance(target, (ast.Tuple, ast.List)):
         for element in target.elts:
             if isinstance(element, ast.Name): state.env[element.id] = None
-    elif isinstance(target, ast.Subscript):
+    else: note_escape(value, state)  # kept where the walk cannot follow it (an attribute, a dict of callables)
+    if isinstance(target, ast.Subscript):
         base = evaluate(target.value, state)
         key = evaluate(target.slice, state)
         if isinstance(base, Table) and base.columns is not None and isinstance(key, str):
             base.columns[key] = value.dtype if isinstance(value, Column) and value.dtype else "float64"
         elif isinstance(base, Table):
             base.columns = None  # a column whose name we cannot resolve: stop claiming to know the column set
+        elif isinstance(base, Obj) and base.name == "os.environ" and isinstance(key, str):
+            state.environ[key] = None if state.in_def or state.in_branch else value  # set, to what it may not be yet
+    elif isinstance(target, ast.Attribute): rebind(target, state)
+
+def rebind(target: ast.Attribute, state: State) -> None:
+    "Setting or deleting a library's function (`builtins.open = None`) leaves the library calls unresolved: `OPAQUE`."
+    if (why := rebinds_library(target.value, target.attr, state)) is not None and not state.in_branch:
+        state.report("other_runtime", "RuntimeError", why, OPAQUE)
+
+def delete(target, state: State) -> None:
+    "`del os.environ[key]` removes the variable (a later read is a KeyError); `del module.function` is a rebinding."
+    if isinstance(target, ast.Attribute): rebind(target, state)
+    elif isinstance(target, ast.Subscript) and isinstance(base := evaluate(target.value, state), Obj) and base.name == "os.environ":
+        unset_environ(evaluate(target.slice, state), state)
 
 def _loop_iterations(node: ast.For, state: State) -> float:
     it = node.iter
@@ -77,6 +111,40 @@ def _loop_iterations(node: ast.For, state: State) -> float:
 
 def _has_break(body) -> bool:
     return any(isinstance(n, (ast.Break, ast.Return)) for stmt in body for n in ast.walk(stmt))
+
+# %% ../../nbs/328_statements.ipynb #69860798
+_DEFERRED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+def _surely_calls(node, name: str) -> bool:
+    "Does evaluating `node` surely call the function named `name`?"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name: return True
+    if isinstance(node, _DEFERRED): return False
+    if isinstance(node, ast.IfExp): return _surely_calls(node.test, name)
+    if isinstance(node, ast.BoolOp): return _surely_calls(node.values[0], name)
+    return any(_surely_calls(child, name) for child in ast.iter_child_nodes(node))
+
+def _own_nodes(node):
+    "The nodes of a function body, not those of the functions and classes defined inside it."
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            yield child
+            yield from _own_nodes(child)
+
+def unbounded_recursion(node: ast.FunctionDef) -> bool:
+    "Does every call of this function call it again before it can return, so that the recursion never ends?"
+    inside = list(_own_nodes(node))
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in inside): return False  # a generator: the body waits
+    arguments = node.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
+    if node.name in names or any(isinstance(n, ast.Name) and n.id == node.name and not isinstance(n.ctx, ast.Load) for n in inside) \
+            or any(isinstance(n, (ast.Global, ast.Nonlocal)) and node.name in n.names for n in inside):
+        return False  # the name means something else inside
+    for statement in node.body:
+        if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
+            if _surely_calls(statement, node.name): return True
+            if isinstance(statement, ast.Return): return False
+        elif not isinstance(statement, (ast.Pass, ast.Import, ast.ImportFrom)): return False  # may return or raise first
+    return False
 
 # %% ../../nbs/328_statements.ipynb #7dda74b1
 def _tuning(node) -> bool:
@@ -109,10 +177,12 @@ def run_statements(body, state: State) -> None:
             forever = isinstance(node.test, ast.Constant) and bool(node.test.value) and not _has_break(node.body)
             if forever and not state.in_try: state.cost_s = math.inf
             run_loop(node, 10.0, state)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets: delete(target, state)
         else: run_block(node, state)
 
 def run_block(node, state: State) -> None:
-    "The compound statements and the ones that end the program: if, with, def, try, raise, assert."
+    "The compound statements and the ones that end the program: if, with, def, class, try, raise, assert."
     if isinstance(node, ast.If):
         state.in_branch += 1
         run_statements(node.body, state)
@@ -123,6 +193,14 @@ def run_block(node, state: State) -> None:
         state.in_def += 1
         run_statements(node.body, state)
         state.in_def -= 1
+        if isinstance(node, ast.FunctionDef) and unbounded_recursion(node): state.env[node.name] = Recursion(node.name)
+        elif isinstance(state.env.get(node.name), Recursion): del state.env[node.name]  # redefined: it may return now
+    elif isinstance(node, ast.ClassDef):
+        outside = dict(state.env)
+        state.in_def += 1
+        run_statements(node.body, state)
+        state.in_def -= 1
+        state.env = outside  # the names of a class body are the class's
     elif isinstance(node, ast.Try):
         state.in_try += bool(node.handlers)
         run_statements(node.body, state)
