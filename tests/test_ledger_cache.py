@@ -87,3 +87,45 @@ def test_rebuilt_task_is_a_new_key(tmp_path):
     os.utime(train, ns=(train.stat().st_atime_ns, train.stat().st_mtime_ns + 10**9))
     execute_cached([(task, "a = 1")], runner, cache)
     assert runner.ran == ["a = 1", "a = 1"]
+
+
+class FakePool:
+    "The shape of ExecutionPool: `map` runs on the pool's `backend` (here a name); it counts what it ran."
+
+    def __init__(self, backend: str):
+        self.backend, self.ran = backend, []
+
+    def map(self, batch, **_):
+        self.ran.extend(code for _, code, *_ in batch)
+        return [{"status": "ok", "reward": 0.9, "cpu_s": 1.0, "wall_s": 1.0, "backend": self.backend} for _ in batch]
+
+
+def test_a_record_is_served_only_to_the_backend_that_made_it(tmp_path):
+    "Issue 44 (3): the key had no backend, so a warm record was served to a cold request (here through the loop's run)."
+    from wmrl.autoresearch.ledger import batch_backend
+    from wmrl.autoresearch.loop import AutoResearchConfig, AutoResearchRun
+    tasks = [str(IRIS.root)]
+    config = dict(train_tasks=tasks, heldout_tasks=tasks, tasks_per_step=1)
+    warm, cold = FakePool("warm"), FakePool("bwrap")
+    runs = [AutoResearchRun(AutoResearchConfig(**config), tmp_path / name, run_batch=pool.map) for name, pool in (("w", warm), ("c", cold))]
+    assert [batch_backend(run.run_batch) for run in runs] == ["warm", "bwrap"]
+    assert batch_backend(AutoResearchRun(AutoResearchConfig(**config, backend="docker"), tmp_path / "d").run_batch) == "docker"
+    cache = ExecutionCache(tmp_path / "cache.json")
+    for run in runs + runs:
+        execute_cached([(IRIS, "a = 1")], run.run_batch, cache)
+    assert (warm.ran, cold.ran) == (["a = 1"], ["a = 1"])  # each ran once for itself, then was served its own record
+    cache.save()
+    records, _ = execute_cached([(IRIS, "a = 1")], runs[1].run_batch, ExecutionCache(tmp_path / "cache.json"))
+    assert records[0]["backend"] == "bwrap" and cold.ran == ["a = 1"]
+
+
+def test_a_cache_file_from_before_the_backend_was_in_the_key_misses(tmp_path):
+    import hashlib
+
+    from wmrl.autoresearch.ledger import task_fingerprint
+    old_key = hashlib.sha256((task_fingerprint(IRIS) + "\n" + "a = 1").encode()).hexdigest()
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({old_key: {"status": "ok", "reward": 0.901, "cpu_s": 1.0, "wall_s": 1.0, "backend": "warm-bwrap"}}))
+    pool = FakePool("bwrap")
+    records, charges = execute_cached([(IRIS, "a = 1")], pool.map, ExecutionCache(path))
+    assert (pool.ran, records[0]["backend"], charges[0].hit) == (["a = 1"], "bwrap", False)

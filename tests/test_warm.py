@@ -99,3 +99,46 @@ def test_warm_equals_cold_when_python_cannot_compile(iris, warm, kind):
     hot, cold = execute(iris, code, backend=warm, limits=LIMITS), execute(iris, code, backend="bwrap", limits=LIMITS)
     assert (hot.status, hot.reward) == (cold.status, cold.reward), (hot.message, cold.message)
     assert cold.status in ("runtime_error", "memory") and cold.reward == 0.1  # a parser MemoryError reads as memory
+
+
+# ---- issue 44, item 3: a warm job ends as a cold interpreter ends -----------------------------------------------------
+# On 8e6b3db the warm job ended with os._exit straight after the program: the first two got no_submission (0.2) warm
+# and a grade cold, the last three a grade (0.901) warm and runtime_error (0.1) cold:
+# `PYTHONPATH=<git archive 8e6b3db wmrl> pytest tests/test_warm.py -k ends_as`.
+GOOD = (SOLUTIONS / "good_logistic.py").read_text()
+EXIT_LIMITS = SandboxLimits(wall_s=60.0, memory_mb=1024)  # a wide net: a loaded machine takes 9 s for GOOD alone
+WRITE = 'submission.to_csv(os.environ["SUBMISSION_PATH"], index=False)'
+AT_EXIT = {  # program -> its cold status
+    "submission_in_atexit": (GOOD.replace(WRITE, 'import atexit\natexit.register(submission.to_csv, os.environ["SUBMISSION_PATH"], index=False)'), "ok"),
+    "submission_in_a_thread": (GOOD.replace(WRITE, f"import threading, time\ndef write_later():\n    time.sleep(1)\n    {WRITE}\n"
+                                                   "threading.Thread(target=write_later).start()"), "ok"),
+    "crash_in_atexit": (GOOD + "import atexit\natexit.register(os.abort)\n", "runtime_error"),
+    "crash_in_a_finaliser": (GOOD + "class Guard:\n    def __del__(self):\n        os._exit(3)\nguard = Guard()\n", "runtime_error"),
+    "stdout_that_cannot_be_flushed": (GOOD + 'import sys\nsys.stdout = open("/dev/full", "w")\nprint("done")\n', "runtime_error"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_EXIT))
+def test_a_warm_job_ends_as_a_cold_run_ends(iris, warm, name):
+    "Threads joined, atexit handlers, finalisers and the final flush run warm as they do cold (Py_FinalizeEx's order)."
+    code, status = AT_EXIT[name]
+    assert code != GOOD
+    hot, cold = execute(iris, code, backend=warm, limits=EXIT_LIMITS), execute(iris, code, backend="bwrap", limits=EXIT_LIMITS)
+    assert cold.status == status, (name, cold.message)
+    assert (hot.status, hot.reward) == (cold.status, cold.reward), (name, hot.message, cold.message)
+
+
+def test_a_warm_record_is_not_served_to_a_cold_request(iris, warm, tmp_path):
+    "The execution cache keys on the backend's kind and exit semantics: a warm record was served to a cold request."
+    from wmrl.autoresearch.ledger import ExecutionCache, execute_cached
+    jobs, cache = [(iris, AT_EXIT["crash_in_atexit"][0], EXIT_LIMITS)], ExecutionCache(tmp_path / "cache.json")
+    backend_of = lambda record: record["backend"] if isinstance(record, dict) else record.backend  # a hit is a dict
+    with ExecutionPool(warm, max_workers=1) as pool:
+        (hot,), _ = execute_cached(jobs, pool.map, cache)
+    cache.save()
+    cold_cache = ExecutionCache(tmp_path / "cache.json")  # holds the warm record
+    with ExecutionPool(get_backend("bwrap"), max_workers=1) as pool:
+        (cold,), (charge,) = execute_cached(jobs, pool.map, cold_cache)
+        (again,), (second,) = execute_cached(jobs, pool.map, cold_cache)
+    assert (backend_of(hot), backend_of(cold), charge.hit) == ("warm-bwrap", "bwrap", False)  # run cold, not served
+    assert (backend_of(again), second.hit) == ("bwrap", True)  # the cold record is served to the next cold request

@@ -21,7 +21,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['FIELDS', 'TRAINING_COMPUTE', 'Timing', 'timed', 'ComputeLedger', 'Charge', 'task_fingerprint', 'execution_key',
-           'ExecutionCache', 'execute_cached']
+           'ExecutionCache', 'batch_backend', 'execute_cached']
 
 # %% ../../nbs/420_ledger.ipynb #8001237a
 @dataclass
@@ -141,11 +141,13 @@ def task_fingerprint(task) -> str:
         parts.append(f"{path.name}:{info.st_size}:{info.st_mtime_ns}" if info else f"{path.name}:missing")
     return "|".join(parts)
 
-def execution_key(task, code: str) -> str:
-    "sha256 of the task fingerprint and the script text."
+def execution_key(task, code: str, backend: str) -> str:
+    "sha256 of the task fingerprint, the backend's tag (`wmrl.execution.sandbox.backend_tag`) and the script text."
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
-    return hashlib.sha256((task_fingerprint(task) + "\n" + code).encode()).hexdigest()
+    if not isinstance(backend, str) or not backend:
+        raise TypeError(f"backend must be a backend's tag (wmrl.execution.sandbox.backend_tag), got {backend!r}")
+    return hashlib.sha256(f"{task_fingerprint(task)}\nbackend={backend}\n{code}".encode()).hexdigest()
 
 # %% ../../nbs/420_ledger.ipynb #7465aae2
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -206,12 +208,30 @@ def _seconds(record, name: str) -> float:
     return 0.0 if value is None or not math.isfinite(float(value)) else float(value)
 
 # %% ../../nbs/420_ledger.ipynb #80e7c413
-def execute_cached(jobs, run_batch, cache: ExecutionCache | None = None, from_dict=None) -> tuple[list, list[Charge]]:
-    "Records and charges for `jobs` [(task, code)], running only keys not cached and not repeated in the batch."
+def batch_backend(run_batch):
+    """The backend `run_batch` runs on, or its name: its own `backend`, a pool's (`ExecutionPool.map`,
+    `RayExecutionPool.map`), or for `AutoResearchRun.run_batch` that of the run_batch the run was given, else its
+    `config.backend` ('': the settings'). None when nothing says (a plain function)."""
+    owner = getattr(run_batch, "__self__", None)
+    if owner is None: return getattr(run_batch, "backend", None)
+    if hasattr(owner, "backend"): return owner.backend
+    if getattr(owner, "_run_batch", None) is not None: return batch_backend(owner._run_batch)
+    return getattr(getattr(owner, "config", None), "backend", None)
+
+def execute_cached(jobs, run_batch, cache: ExecutionCache | None = None, from_dict=None,
+                   backend=None) -> tuple[list, list[Charge]]:
+    """Records and charges for `jobs` [(task, code)], running only keys not cached and not repeated in the batch.
+    `backend`: what `run_batch` runs on (a backend or its name), for the key; None: `batch_backend(run_batch)`, and
+    records of a runner that names none are kept under 'unknown', apart from every backend's."""
     jobs = [tuple(job) for job in jobs]
     if any(len(job) not in (2, 3) for job in jobs):
         raise TypeError("jobs must be (task, code) or (task, code, limits) tuples")
-    keys = [execution_key(job[0], job[1]) + (f"|{job[2]!r}" if len(job) == 3 and job[2] is not None else "")
+    backend = batch_backend(run_batch) if backend is None else backend
+    if backend is None: tag = "unknown"
+    else:
+        from wmrl.execution.sandbox import backend_tag
+        tag = backend_tag(backend)
+    keys = [execution_key(job[0], job[1], tag) + (f"|{job[2]!r}" if len(job) == 3 and job[2] is not None else "")
             for job in jobs]
     records: list = [None] * len(jobs)
     hits = [False] * len(jobs)

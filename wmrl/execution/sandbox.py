@@ -23,10 +23,17 @@ from .warm import WarmBackend
 log = logging.getLogger("wmrl.execution.sandbox")
 
 # %% auto #0
-__all__ = ['log', 'get_backend', 'classify', 'task_limits', 'execute']
+__all__ = ['log', 'get_backend', 'backend_tag', 'classify', 'task_limits', 'execute']
 
 # %% ../../nbs/240_sandbox.ipynb #8a81bf4c
 _BWRAP_OK: dict[str, bool] = {}
+
+def _bwrap_usable() -> bool:
+    "Can bwrap create its namespaces here? Probed once per bwrap binary."
+    bwrap = find_bwrap()
+    if not bwrap: return False
+    if bwrap not in _BWRAP_OK: _BWRAP_OK[bwrap] = bwrap_works(bwrap)
+    return _BWRAP_OK[bwrap]
 
 def get_backend(name: str | None = None, **kwargs) -> SandboxBackend:
     "A backend by name: auto (bwrap, else subprocess with a warning), bwrap, subprocess, docker, warm (`wmrl.execution.warm`)."
@@ -36,16 +43,32 @@ def get_backend(name: str | None = None, **kwargs) -> SandboxBackend:
     if not isinstance(name, str):
         raise TypeError(f"backend name must be a str, got {type(name).__name__}")
     if name == "auto":
-        bwrap = find_bwrap()
-        if bwrap and _BWRAP_OK.setdefault(bwrap, bwrap_works(bwrap)):
-            return BwrapBackend(bwrap=bwrap, **kwargs)
+        if _bwrap_usable():
+            return BwrapBackend(bwrap=find_bwrap(), **kwargs)
         log.warning("bwrap is unavailable (%s): using the subprocess backend, which applies limits only and does NOT "
-                    "isolate the file system", bwrap or "not installed")
+                    "isolate the file system", find_bwrap() or "not installed")
         return SubprocessBackend(**kwargs)
     backends = {"bwrap": BwrapBackend, "subprocess": SubprocessBackend, "docker": DockerBackend, "warm": WarmBackend}
     if name not in backends:
         raise ValueError(f"unknown sandbox backend {name!r}; expected auto, bwrap, subprocess, docker or warm")
     return backends[name](**kwargs)
+
+# %% ../../nbs/240_sandbox.ipynb #a1b07b0a
+def backend_tag(backend: SandboxBackend | str | None = None) -> str:
+    "'kind/exit-N': the kind of run `backend` makes (a backend or its name; None or '' the settings') and how its jobs end."
+    if backend is None or backend == "":
+        from wmrl.core.settings import get_settings
+        backend = get_settings().sandbox_backend
+    if isinstance(backend, str):
+        classes = {"bwrap": BwrapBackend, "subprocess": SubprocessBackend, "docker": DockerBackend, "warm": WarmBackend}
+        name = ("bwrap" if _bwrap_usable() else "subprocess") if backend == "auto" else backend
+        if name not in classes:
+            raise ValueError(f"unknown sandbox backend {backend!r}; expected auto, bwrap, subprocess, docker or warm")
+        kind = f"warm-{'bwrap' if _bwrap_usable() else 'subprocess'}" if name == "warm" else name  # WarmBackend's label
+        return f"{kind}/exit-{getattr(classes[name], 'exit_semantics', 1)}"
+    if isinstance(backend, WarmBackend): kind = backend.label
+    else: kind = getattr(backend, "name", "") or getattr(backend, "label", "") or type(backend).__name__
+    return f"{kind}/exit-{getattr(backend, 'exit_semantics', 1)}"
 
 # %% ../../nbs/240_sandbox.ipynb #e29cd1e4
 def _last_error_line(stderr: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .backends import BwrapBackend, SubprocessBackend, _check_public_dir, bwrap_works, find_bwrap
 from .limits import RawRun, SandboxLimits
-from .warm_server import SERVER_SOURCE
+from .warm_server import EXIT_SEMANTICS, SERVER_SOURCE
 from .workdir import CgroupV1, Workdir, fetch_submission, run_as, submission_cap, submission_problem
 
 # %% auto #0
@@ -271,6 +271,7 @@ DEFAULT_PRELOAD = ("numpy", "pandas", "scipy", "sklearn", "sklearn.linear_model"
 class WarmBackend:
     "Forking, pre-imported interpreters (one per task) inside the bwrap (or subprocess) sandbox; one namespace set per job."
     name = "warm"
+    exit_semantics = EXIT_SEMANTICS  # how its jobs end (`291_warm_server`); the execution cache keys on it
 
     def __init__(self, base: str = "auto", preload=DEFAULT_PRELOAD, max_servers: int = 16, slots: int = 2,
                  python: str | None = None):

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from .limits import MEMORY_EXIT, SYNTAX_EXIT, TREE_CPU_SOURCE
 
+EXIT_SEMANTICS = 2  # how a warm job ends (1: os._exit straight after the program; 2: `_finalize` first). Bump it
+# with any change to what a job runs after its program: the execution cache keys on it, so old records miss
+
 # %% auto #0
-__all__ = ['SERVER_SOURCE']
+__all__ = ['EXIT_SEMANTICS', 'SERVER_SOURCE']
 
 # %% ../../nbs/291_warm_server.ipynb #9969c4b8
 SERVER_SOURCE = r'''
@@ -152,19 +155,43 @@ def _solution(req, out, err):
         sys.stderr.write(("%s: %s\n" % (type(e).__name__, e)) if str(e) else type(e).__name__ + "\n")
         sys.stderr.flush(); os._exit(1)
     del req
-    status = 0
+    status, main = 0, [{"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__}]
     try:
-        exec(code, {"__name__": "__main__", "__file__": "solution.py", "__builtins__": __builtins__})
+        exec(code, main[0])
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else (sys.stderr.write(str(e.code) + "\n") and 1))
     except MemoryError:
         import traceback; traceback.print_exc(); sys.stderr.write("WMRL_MEMORY_ERROR\n"); status = MEMORY_EXIT
     except BaseException:
         import traceback; traceback.print_exc(); status = 1
-    try:
-        sys.stdout.flush(); sys.stderr.flush()
-    except (OSError, ValueError): pass  # a closed or full stream: the exit status still goes back
+    if not _finalize(main): status = 120  # as Py_Exit: a stream that cannot be flushed at exit
     os._exit(status & 0xFF)
+def _flushed():
+    "Flush sys.stdout and sys.stderr as the interpreter does at exit: False if an open one fails"
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and not getattr(stream, "closed", False): stream.flush()
+        except Exception as e:
+            ok = False
+            if stream is sys.stdout:
+                import traceback; sys.stderr.write("Exception ignored in: %r\n%s" % (stream, "".join(traceback.format_exception_only(e))))
+    return ok
+def _finalize(main):
+    """What Py_FinalizeEx does after the program, in its order, so that a job ends warm as it ends cold: wait for
+    the non-daemon threads (threading._shutdown, with its own atexit calls), run the atexit handlers, flush the
+    streams, let go of the program's globals (`main` holds the only reference) and collect, so that its finalisers
+    run with their globals intact, as the collection in cold module teardown runs them; then flush again. A thread,
+    handler or finaliser that calls os._exit ends the job there, as it ends a cold run. False if a flush failed"""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try: threading._shutdown()
+        except BaseException:
+            import traceback; sys.stderr.write("Exception ignored in: %r\n" % threading); traceback.print_exc()
+    import atexit; atexit._run_exitfuncs()
+    ok = _flushed()
+    main.clear(); gc.collect()
+    return _flushed() and ok
 _victims = [-1]  # isolated: every process of the job's pid namespace; else only the solution's process group
 def _end_all(*_):
     try: os.kill(_victims[0], signal.SIGKILL)
