@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .advantages import advantages_from_codes, factorize_groups
+from .advantages import factorize_groups
 from .anchors import _encode, anchor_priority
 from .correction import CorrectionConfig, CorrectionResult, WMRLCorrector
-from .ppi import combine_rectified
 
 # %% auto #0
 __all__ = ['inclusion_probabilities', 'poisson_anchors', 'draw_probability', 'poisson_variance', 'fixed_size_variance',
@@ -247,14 +246,10 @@ ActiveCorrector.plan = _active_plan
 
 # %% ../../nbs/148_active.ipynb #af6a5f78
 def _active_rectify(self: ActiveCorrector, predicted, real, anchor_rows, codes, n_groups: int):
-    "The base step's _rectify with 1/π_g on the anchor rows; keeps each anchor group's residual energy."
-    c = self.config
-    lam = self.tuner.value()
-    hat = advantages_from_codes(predicted, codes, n_groups, c.scale, c.eps, int(c.min_graded))
-    true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, c.scale, c.eps, int(c.min_graded))
-    result = combine_rectified(hat, true, anchor_rows, codes, lam, self._row_inclusion)
-    both = anchor_rows & hat.mask & true.mask
-    self.tuner.observe(true.advantages[both], hat.advantages[both])
+    """The base step's _rectify (which reads 1/π_g on the anchor rows from `_row_inclusion`), then each anchor group's
+    residual energy for the score, from the two advantage results the base step kept."""
+    result, lam = WMRLCorrector._rectify(self, predicted, real, anchor_rows, codes, n_groups)
+    hat, true = self._advantages
     residual = np.where(anchor_rows & result.mask, true.advantages - lam * hat.advantages, 0.0)
     self._anchor_energy = np.bincount(codes, weights=residual**2, minlength=n_groups)
     return result, lam

@@ -252,8 +252,8 @@ def _rectify(self: WMRLCorrector, predicted, real, anchor_rows, codes, n_groups:
     lam = self.tuner.value()
     hat = advantages_from_codes(predicted, codes, n_groups, c.scale, c.eps, int(c.min_graded))
     true = advantages_from_codes(np.where(anchor_rows, real, np.nan), codes, n_groups, c.scale, c.eps, int(c.min_graded))
-    result = combine_rectified(hat, true, anchor_rows, codes, lam)
-    both = anchor_rows & hat.mask & true.mask
+    result = combine_rectified(hat, true, anchor_rows, codes, lam, getattr(self, "_row_inclusion", None))  # None: M/k
+    both, self._advantages = anchor_rows & hat.mask & true.mask, (hat, true)  # both kept for a subclass (148_active)
     self.tuner.observe(true.advantages[both], hat.advantages[both])
     return result, lam
 
