@@ -201,7 +201,8 @@ HONEST_LOOKALIKES = [  # near misses an honest program writes: none of them may 
     after_imports(line) for line in (
         "import signal\nsignal.alarm(0)", "import time\ntime.sleep(0.5)", "exit_codes = {'ok': 0}",
         "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(10)", "os.environ['OMP_NUM_THREADS'] = '1'",
-        "class Scaler:\n    def fit(self, X):\n        return self\nScaler().fit(None)", "import sys\nsys.setrecursionlimit(10_000)")
+        "class Scaler:\n    def fit(self, X):\n        return self\nScaler().fit(None)", "import sys\nsys.setrecursionlimit(10_000)",
+        "class Base:\n    def fit(self, X):\n        assert X is not None\n        raise NotImplementedError")
 ] + [GOOD.replace('DATA_DIR = os.environ["DATA_DIR"]', 'DATA_DIR = os.environ.pop("DATA_DIR")')]  # pop reads it once
 
 

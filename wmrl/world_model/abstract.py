@@ -111,6 +111,7 @@ class State:
     in_try: int = 0
     in_branch: int = 0
     in_def: int = 0                                  # inside a function body (walked once, maybe never called)
+    in_class: int = 0                                # inside a class body: an exception a method raises is its caller's
     stopped: bool = False                            # an unconditional exit: the statements after it never run
     loaded: frozenset = frozenset()                  # every name the program reads somewhere (is a result used?)
     environ: dict = field(default_factory=dict)      # os.environ keys the program set (their value) or removed (UNSET)

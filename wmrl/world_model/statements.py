@@ -197,21 +197,21 @@ def run_block(node, state: State) -> None:
         elif isinstance(state.env.get(node.name), Recursion): del state.env[node.name]  # redefined: it may return now
     elif isinstance(node, ast.ClassDef):
         outside = dict(state.env)
-        state.in_def += 1
+        state.in_def, state.in_class = state.in_def + 1, state.in_class + 1
         run_statements(node.body, state)
-        state.in_def -= 1
+        state.in_def, state.in_class = state.in_def - 1, state.in_class - 1
         state.env = outside  # the names of a class body are the class's
     elif isinstance(node, ast.Try):
         state.in_try += bool(node.handlers)
         run_statements(node.body, state)
         state.in_try -= bool(node.handlers)
         run_statements(node.finalbody, state)
-    elif isinstance(node, ast.Raise) and not state.in_branch and node.exc is not None:
+    elif isinstance(node, ast.Raise) and not (state.in_branch or state.in_class) and node.exc is not None:
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
         name = getattr(exc, "id", getattr(exc, "attr", "Exception"))
         if name == "SystemExit": note_exit(_status(node.exc.args if isinstance(node.exc, ast.Call) else [], state), state)
         else: state.report("other_runtime", name, "raised by the solution")
-    elif isinstance(node, ast.Assert) and not state.in_branch: check_assert(node, state)
+    elif isinstance(node, ast.Assert) and not (state.in_branch or state.in_class): check_assert(node, state)
 
 def run_loop(node, iterations: float, state: State) -> None:
     state.multiplier *= max(iterations, 1.0)
