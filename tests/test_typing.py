@@ -88,3 +88,21 @@ def test_the_package_root_names_the_correction_step(tmp_path):
     assert mypy(ROOT_SCRIPT, tmp_path).returncode == 0
     typo = mypy(ROOT_SCRIPT + "corrector.plann(['a'], step=0)\n", tmp_path)
     assert typo.returncode == 1 and "has no attribute \"plann\"" in typo.stdout, typo.stdout
+
+
+def test_the_typed_trainer_declares_grpo_trainers_arguments():
+    """`make_wmrl_trainer_class()` builds its class at run time; type checkers see the `TYPE_CHECKING` declaration of
+    it instead. Its `__init__` must take exactly TRL's GRPOTrainer arguments but `reward_funcs` (the scorer replaces
+    them), plus the kit's own three: a misspelt keyword is then an error, and no real one is."""
+    trl = pytest.importorskip("trl")
+    from wmrl.adapters import trl_adapter
+    tree = ast.parse(Path(inspect.getsourcefile(trl_adapter)).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"
+                 and any(isinstance(c, ast.ClassDef) and c.name == "WMRLGRPOTrainer" for c in n.body))
+    cls = next(c for c in block.body if isinstance(c, ast.ClassDef))
+    init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    declared = {a.arg for a in init.args.args + init.args.kwonlyargs} - {"self"}
+    theirs = set(inspect.signature(trl.GRPOTrainer.__init__).parameters) - {"self", "reward_funcs"}
+    assert declared == theirs | {"scorer", "corrector", "key_column"}, (declared ^ (theirs | {"scorer", "corrector", "key_column"}))
+    assert init.args.vararg is None and init.args.kwarg is None  # no **kwargs: it would swallow a misspelt keyword
+    assert {a.target.id for a in cls.body if isinstance(a, ast.AnnAssign)} >= {"wmrl_history", "corrector", "scorer"}

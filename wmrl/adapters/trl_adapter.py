@@ -14,6 +14,7 @@ import time
 import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -96,7 +97,23 @@ ADVANTAGE_TOLERANCE = 1e-3
 # %% ../../nbs/510_trl_adapter.ipynb #41bc0afe
 _TRAINER_CLASS = None
 
-def make_wmrl_trainer_class():
+if TYPE_CHECKING:  # what a type checker and an IDE see of the class make_wmrl_trainer_class builds at run time
+    from trl import GRPOTrainer
+
+    class WMRLGRPOTrainer(GRPOTrainer):
+        "GRPO whose rewards and advantages come from `WMRLCorrector`: GRPOTrainer's arguments but reward_funcs, and ours."
+        scorer: Any
+        corrector: WMRLCorrector
+        key_column: str
+        wmrl_history: list[dict]
+
+        def __init__(self, model: Any, args: Any = None, *, scorer: Any, corrector: WMRLCorrector | None = None,
+                     key_column: str = "task_id", train_dataset: Any = None, eval_dataset: Any = None,
+                     processing_class: Any = None, reward_processing_classes: Any = None, callbacks: Any = None,
+                     optimizers: Any = (None, None), quantization_config: Any = None, peft_config: Any = None,
+                     tools: Any = None, rollout_func: Any = None, environment_factory: Any = None) -> None: ...
+
+def make_wmrl_trainer_class() -> type[WMRLGRPOTrainer]:
     "Build (once) `WMRLGRPOTrainer(GRPOTrainer)`; importing trl here keeps `import wmrl.adapters.trl_adapter` light."
     global _TRAINER_CLASS
     if _TRAINER_CLASS is not None:
