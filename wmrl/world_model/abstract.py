@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from .prompts import TaskView
 
 # %% auto #0
-__all__ = ['CONFIDENCE', 'NON_NUMERIC', 'UNSET', 'IMPORTABLE', 'UNSAFE_PARTS', 'Mod', 'Obj', 'Inst', 'Table', 'Column', 'PathVal',
-           'Method', 'Recursion', 'Finding', 'State', 'find_module', 'load_module', 'check_names', 'bind_import',
-           'check_keywords', 'path_from_env', 'join_path', 'read_table']
+__all__ = ['CONFIDENCE', 'OPAQUE', 'NON_NUMERIC', 'UNSET', 'IMPORTABLE', 'UNSAFE_PARTS', 'Mod', 'Obj', 'Inst', 'Table', 'Column',
+           'PathVal', 'Method', 'Recursion', 'Finding', 'State', 'find_module', 'load_module', 'check_names',
+           'bind_import', 'check_keywords', 'path_from_env', 'join_path', 'read_table']
 
 # %% ../../nbs/325_abstract.ipynb #e4715bc5
 @dataclass
@@ -86,6 +86,7 @@ class Finding:
 # Confidence of each kind of finding: how sure the analysis is when it fires (measured by the fidelity notebook).
 CONFIDENCE = {"imports_names": 0.95, "api_calls": 0.9, "data_refs": 0.9, "shape_dtype": 0.8, "compute_budget": 0.8,
               "other_runtime": 0.85, "submission": 0.85}
+OPAQUE = 0.55  # the confidence of "runs code the world model cannot read or follow"
 NON_NUMERIC = ("object", "str", "string", "category", "bool")  # bool is fine for sklearn, but rarely a feature here
 
 # %% ../../nbs/325_abstract.ipynb #d70add16

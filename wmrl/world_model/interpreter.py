@@ -1,4 +1,4 @@
-"""How the static world model walks a solution: expressions, attributes, subscripts, calls, estimator and table methods, and statements, each reporting the failure Python would raise.
+"""How the static world model walks a solution's expressions: attributes, subscripts and calls, the exits, signals and sleeps they reach, and the code it cannot read, each reporting the failure Python would raise.
 
 Docs: https://github.com/wmrl-kit/wmrl/interpreter.html.md"""
 
@@ -18,8 +18,7 @@ import sys
 import time
 
 from wmrl.world_model.abstract import (
-    NON_NUMERIC,
-    UNSET,
+    OPAQUE,
     Column,
     Inst,
     Method,
@@ -33,20 +32,24 @@ from wmrl.world_model.abstract import (
     find_module,
     join_path,
     load_module,
-    path_from_env,
     read_table,
+)
+from wmrl.world_model.library import (
+    ENVIRON_CHANGES,
+    ENVIRON_READS,
+    call_method,
+    check_allocation,
+    read_environ,
+    table_from_dict,
 )
 
 # %% auto #0
-__all__ = ['OPAQUE', 'SENDERS', 'IGNORED', 'STOPPING', 'ENDINGS', 'ENVIRON_CHANGES', 'ENVIRON_READS', 'TUNING', 'UNDECIDED',
-           'ending', 'note_escape', 'evaluate', 'evaluate_fstring', 'evaluate_binop', 'evaluate_attribute',
-           'evaluate_subscript', 'read_environ', 'unset_environ', 'change_environ', 'opaque_call', 'rebinds_library',
-           'resolve_getattr', 'signal_to_self', 'exit_status', 'note_exit', 'unplaced_signal', 'note_handler',
-           'evaluate_call', 'evaluate_lambda', 'table_from_dict', 'check_allocation', 'memory_limit_mb', 'call_method',
-           'fit_estimator', 'predict_estimator', 'table_method']
+__all__ = ['SENDERS', 'IGNORED', 'STOPPING', 'ENDINGS', 'TUNING', 'UNDECIDED', 'ending', 'note_escape', 'evaluate',
+           'evaluate_fstring', 'evaluate_binop', 'evaluate_attribute', 'evaluate_subscript', 'opaque_call',
+           'rebinds_library', 'resolve_getattr', 'signal_to_self', 'exit_status', 'note_exit', 'unplaced_signal',
+           'note_handler', 'evaluate_call', 'evaluate_lambda']
 
 # %% ../../nbs/327_interpreter.ipynb #60238ca3
-OPAQUE = 0.55  # the confidence of "runs code the world model cannot read or follow"
 SENDERS = (os.kill, os.killpg, signal.raise_signal, signal.pthread_kill)  # functions that send a signal now
 IGNORED = frozenset({0, signal.SIGCHLD, signal.SIGCONT, signal.SIGURG, signal.SIGWINCH})  # nothing happens (0: is it alive?)
 STOPPING = frozenset({signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU})  # by default the process waits
@@ -164,46 +167,9 @@ def evaluate_subscript(node: ast.Subscript, state: State):
         if all(b is None or isinstance(b, int) for b in bounds): return base[slice(*bounds)]
     return None
 
-# %% ../../nbs/327_interpreter.ipynb #9b43bb90
-ENVIRON_CHANGES = ("pop", "popitem", "clear", "update")  # the os.environ methods that change what a later read sees
-ENVIRON_READS = ("get",)
-
-def read_environ(key, state: State, subscript: bool = True):
-    "os.environ[key] (`subscript`) or os.getenv(key), after the program's own changes to its environment."
-    ours = path_from_env(key if isinstance(key, str) else None)
-    if isinstance(key, str) and key in state.environ: value = state.environ[key]
-    elif "*" in state.environ: value = UNSET
-    elif "?" in state.environ and ours is not None:
-        state.report("other_runtime", "RuntimeError", f"${key} may have been removed (os.environ changed under a key the world model cannot name)", OPAQUE)
-        return None
-    else: return ours
-    if value is not UNSET: return value
-    if subscript: state.report("data_refs", "KeyError", f"'{key}'" if isinstance(key, str) else "a variable os.environ.clear() removed")
-    elif ours is not None: state.report("other_runtime", "RuntimeError", f"reads ${key} after removing it: None or a default, not the task's path", OPAQUE)
-    return None
-
-def unset_environ(key, state: State) -> None:
-    "Remove `key` ('*': every key) from what later reads see; in a function or a branch it only may be removed ('?')."
-    if state.in_def or state.in_branch or not isinstance(key, str): state.environ["?"] = UNSET
-    elif key == "*": state.environ = {"*": UNSET}
-    else: state.environ[key] = UNSET
-
-def change_environ(name: str, args, kwargs, state: State):
-    "os.environ.pop / popitem / clear / update: what a later read sees. Returns what `pop` returns."
-    if name == "clear": unset_environ("*", state)
-    elif name == "pop" and args and isinstance(args[0], str):
-        old = read_environ(args[0], state) if len(args) == 1 else None  # pop(key) of a removed key is a KeyError too
-        unset_environ(args[0], state)
-        return old
-    elif name in ("pop", "popitem"): unset_environ(None, state)
-    elif name == "update":
-        given = args[0]["__dict__"] if args and isinstance(args[0], dict) else {}
-        state.environ.update({k: v for k, v in {**given, **kwargs}.items() if isinstance(k, str)})
-    return None
-
 # %% ../../nbs/327_interpreter.ipynb #bd1ba6dc
 TUNING = ("GridSearchCV", "RandomizedSearchCV", "cross_val_score", "cross_validate", "CalibratedClassifierCV")
-UNDECIDED = 0.5  # the confidence of "an assertion it cannot decide" (OPAQUE: "runs code it cannot read", above)
+UNDECIDED = 0.5  # the confidence of "an assertion it cannot decide" (OPAQUE, in abstract: "runs code it cannot read")
 
 def _is_getattr(node, state: State) -> bool:
     "Is `node` a call of the builtin getattr with an object and a name?"
@@ -369,114 +335,3 @@ def evaluate_lambda(node: ast.Lambda, state: State):
         for name in names: state.env.pop(name, None)
         state.env.update(outside)
     return None
-
-# %% ../../nbs/327_interpreter.ipynb #6ad10376
-def table_from_dict(data, columns=None) -> Table:
-    "pd.DataFrame({...}): columns from the keys, rows from the first known column length."
-    if isinstance(data, dict) and "__dict__" in data:
-        values = data["__dict__"]
-        rows = next((v.rows for v in values.values() if isinstance(v, (Column, Table)) and v.rows is not None), None)
-        return Table({k: (v.dtype if isinstance(v, Column) else "unknown") for k, v in values.items()}, rows)
-    if isinstance(data, Column): return Table({c: "float64" for c in columns} if isinstance(columns, list) else None, data.rows)
-    return Table(None, None)
-
-# %% ../../nbs/327_interpreter.ipynb #6f089447
-def check_allocation(args, state: State) -> None:
-    shape = args[0] if isinstance(args[0], list) else [a for a in args if isinstance(a, (int, float))]
-    if not shape or not all(isinstance(s, (int, float)) for s in shape): return
-    gib = math.prod(shape) * 8 / 2**30
-    limit_mb = memory_limit_mb()
-    if gib * 1024 > limit_mb:
-        state.report("compute_budget", "MemoryError", f"Unable to allocate {gib:.1f} GiB for an array with shape {tuple(shape)} and data type float64")
-
-def memory_limit_mb() -> float:
-    "The sandbox's memory limit from the settings (what a real run gets)."
-    try:
-        from wmrl.core.settings import get_settings
-        return float(get_settings().sandbox_memory_mb)
-    except Exception:
-        return 2048.0
-
-# %% ../../nbs/327_interpreter.ipynb #283d8026
-def call_method(method: Method, node: ast.Call, args, kwargs, state: State):
-    owner, name = method.owner, method.name
-    if isinstance(owner, Table): return table_method(owner, name, node, args, kwargs, state)
-    if isinstance(owner, Inst):
-        target = getattr(owner.cls, name, None)
-        if target is not None and callable(target): check_keywords(target, f"{owner.cls.__name__}.{name}", node, state)
-        if name in ("fit", "fit_transform"): return fit_estimator(owner, args, state)
-        if name in ("predict", "predict_proba", "transform", "decision_function", "score"):
-            return predict_estimator(owner, name, args, state)
-    if isinstance(owner, Obj) and owner.name == "os.environ" and name == "get": return read_environ(args[0] if args else None, state, subscript=False)
-    if isinstance(owner, Obj) and owner.name == "os.environ" and name in ENVIRON_CHANGES: return change_environ(name, args, kwargs, state)
-    if isinstance(owner, Column) and name == "astype" and owner.dtype in NON_NUMERIC and args:
-        wanted = args[0] if isinstance(args[0], str) else getattr(node.args[0], "id", "")
-        if wanted in ("float", "int", "float64", "int64", "float32"):
-            state.report("shape_dtype", "ValueError", "could not convert string to float (a text column cast to a number)")
-    if isinstance(owner, Column) and name in ("map", "astype", "fillna", "copy", "values", "to_numpy"): return owner
-    return None
-
-# %% ../../nbs/327_interpreter.ipynb #f32a0975
-def _features_of(X):
-    return X if isinstance(X, Table) and X.columns is not None else None
-
-def fit_estimator(inst: Inst, args, state: State):
-    X = _features_of(args[0]) if args else None
-    if X is not None:
-        text = [c for c, t in X.columns.items() if t in NON_NUMERIC]
-        if text and inst.cls.__module__.startswith("sklearn") and "Encoder" not in inst.cls.__name__:
-            state.report("shape_dtype", "ValueError", f"could not convert string to float: (column '{text[0]}')")
-        inst.fit_columns = tuple(X.columns)
-    inst.fitted = True
-    rows = (X.rows if X is not None else None) or 1000
-    features = len(X.columns) if X is not None else 10
-    n_estimators = inst.params.get("n_estimators", 100) if isinstance(inst.params.get("n_estimators", 100), (int, float)) else 100
-    state.cost_s += state.multiplier * (0.02 + rows * features * n_estimators * 2e-8)
-    return inst
-
-# %% ../../nbs/327_interpreter.ipynb #526f60f6
-def predict_estimator(inst: Inst, name: str, args, state: State):
-    if not inst.fitted and inst.cls.__module__.startswith("sklearn") and name != "score":
-        state.report("other_runtime", "NotFittedError", f"This {inst.cls.__name__} instance is not fitted yet. Call 'fit' "
-                     "with appropriate arguments before using this estimator.")
-    X = _features_of(args[0]) if args else None
-    if X is not None and inst.fit_columns is not None and tuple(X.columns) != inst.fit_columns:
-        unseen = [c for c in X.columns if c not in inst.fit_columns]
-        detail = f"Feature names unseen at fit time: {unseen}" if unseen else "Feature names must be in the same order as they were in fit."
-        state.report("shape_dtype", "ValueError", f"The feature names should match those that were passed during fit. {detail}")
-    return Column("float64" if name != "predict" else None, X.rows if X is not None else None,
-                  "proba" if name == "predict_proba" else "labels")
-
-# %% ../../nbs/327_interpreter.ipynb #478d9b17
-def table_method(table: Table, name: str, node: ast.Call, args, kwargs, state: State):
-    import pandas as pd
-    target = getattr(pd.DataFrame, name, None)
-    if callable(target): check_keywords(target, f"DataFrame.{name}", node, state)
-    if name == "to_csv":
-        path = args[0] if args else kwargs.get("path_or_buf")
-        index = kwargs.get("index", True)
-        state.writes.append((state.line, path if isinstance(path, PathVal) else PathVal("literal", str(path)), table, index is not False))
-        return None
-    if name == "drop" and table.columns is not None:
-        labels = kwargs.get("columns", args[0] if args and (kwargs.get("axis") in (1, "columns")) else None)
-        labels = [labels] if isinstance(labels, str) else labels
-        if isinstance(labels, list):
-            missing = [c for c in labels if c not in table.columns]
-            if missing and kwargs.get("errors") != "ignore":
-                state.report("data_refs", "KeyError", f"\"{missing} not found in axis\"")
-            return Table({c: t for c, t in table.columns.items() if c not in labels}, table.rows, table.origin)
-    if name == "insert" and len(args) >= 2 and isinstance(args[1], str):
-        if table.columns is not None:
-            position = args[0] if isinstance(args[0], int) else len(table.columns)
-            items = list(table.columns.items())
-            items.insert(position, (args[1], args[2].dtype if len(args) > 2 and isinstance(args[2], Column) else "unknown"))
-            table.columns = dict(items)
-        if len(args) > 2 and isinstance(args[2], Column) and args[2].rows is not None and table.rows is not None and args[2].rows != table.rows:
-            state.report("shape_dtype", "ValueError", f"Length of values ({args[2].rows}) does not match length of index ({table.rows})")
-        return None
-    if name == "set_index" and table.columns is not None and args and isinstance(args[0], str):
-        return Table({c: t for c, t in table.columns.items() if c != args[0]}, table.rows, "indexed")
-    if name in ("copy", "fillna", "dropna", "astype", "reset_index", "sort_values", "head", "sample"):
-        rows = table.rows if name in ("copy", "fillna", "astype", "reset_index", "sort_values") else None
-        return Table(dict(table.columns) if table.columns is not None else None, rows, table.origin)
-    return Table(None, None) if name in ("merge", "join", "assign", "select_dtypes", "groupby", "pivot") else None

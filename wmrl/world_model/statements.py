@@ -13,6 +13,7 @@ import math
 import operator
 
 from wmrl.world_model.abstract import (
+    OPAQUE,
     Column,
     Obj,
     Recursion,
@@ -21,7 +22,6 @@ from wmrl.world_model.abstract import (
     bind_import,
 )
 from wmrl.world_model.interpreter import (
-    OPAQUE,
     TUNING,
     UNDECIDED,
     _status,
@@ -29,8 +29,9 @@ from wmrl.world_model.interpreter import (
     note_escape,
     note_exit,
     rebinds_library,
-    unset_environ,
 )
+
+from .library import unset_environ
 
 # %% auto #0
 __all__ = ['decide', 'check_assert', 'endless', 'assign', 'rebind', 'delete', 'unbounded_recursion', 'run_statements',
