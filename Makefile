@@ -29,6 +29,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt $(LOCK)
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -c constraints.txt -c $(LOCK) -e '.[dev,train,suite,scale,embodied]'
 	$(PY) -m pip install -q --no-deps libero==0.1.1  # LIBERO's BDDL and init files only (tests/test_embodied_libero.py)
+	# a folder holding only a link to wmrl/, on the path: mypy and IDEs find the kit from any folder (the editable
+	# install's import hook is invisible to them)
+	mkdir -p $(VENV)/wmrl-src && ln -sfn $(CURDIR)/wmrl $(VENV)/wmrl-src/wmrl
+	echo "$(abspath $(VENV))/wmrl-src" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/wmrl-src.pth"
 	touch $@
 
 ## setup-embodied: LIBERO's own venv ($(VENV)/libero: robosuite 1.4.0, MuJoCo < 3.4, numpy < 2) so .venv keeps numpy 2,

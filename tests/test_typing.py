@@ -106,3 +106,28 @@ def test_the_typed_trainer_declares_grpo_trainers_arguments():
     assert declared == theirs | {"scorer", "corrector", "key_column"}, (declared ^ (theirs | {"scorer", "corrector", "key_column"}))
     assert init.args.vararg is None and init.args.kwarg is None  # no **kwargs: it would swallow a misspelt keyword
     assert {a.target.id for a in cls.body if isinstance(a, ast.AnnAssign)} >= {"wmrl_history", "corrector", "scorer"}
+
+
+def test_mypy_from_a_folder_outside_the_repo_catches_every_planted_typo(tmp_path):
+    """The README's two snippets, copied into a user's own folder with four typos planted, checked by mypy run there:
+    it must find the kit (`make setup` adds a path file for type checkers and IDEs, which cannot see the editable
+    install's import hook: before, mypy reported import-not-found and, with --ignore-missing-imports, passed every
+    typo) and report each typo."""
+    from test_readme import _python_block
+    readme = (REPO / "README.md").read_text()
+    plants = {"core_user.py": ("Use the core in your own trainer", [("corrector.plan(group_keys", "corrector.plann(group_keys"),
+                                                                    ('CorrectionConfig(method="wmrl"', 'CorrectionConfig(methd="wmrl"')]),
+              "trl_user.py": ("Use WMRL inside TRL", [('key_column="task_id"', 'key_colum="task_id"'),
+                                                      ("trainer.wmrl_history[-1]", "trainer.wmrl_histroy[-1]")])}
+    for name, (title, typos) in plants.items():
+        code = _python_block(readme, title)
+        for right, wrong in typos:
+            assert right in code, f"the README's {title!r} snippet no longer has {right!r}: plant another typo"
+            code = code.replace(right, wrong)
+        (tmp_path / name).write_text(code)
+    result = subprocess.run([sys.executable, "-m", "mypy", "--ignore-missing-imports", "--no-incremental",
+                             "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}", *plants],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    expected = ['has no attribute "plann"', 'Unexpected keyword argument "methd"', 'Unexpected keyword argument "key_colum"',
+                'has no attribute "wmrl_histroy"']
+    assert [e for e in expected if e not in result.stdout] == [] and "Found 4 errors in 2 files" in result.stdout, result.stdout
