@@ -62,6 +62,17 @@ def test_oracle_row():
     assert f"`wmrl_ppi` {oracle['wmrl_ppi']['bias2']['mean']:.2f}" in cell
 
 
+def test_fidelity_row():
+    "Issue 43's Stage A: wmrl's gradient bias against the dial's fidelity, and the noise controls' range."
+    oracle = json.loads((RESULTS / "autoresearch_dial_oracle" / "oracle.json").read_text())["grpo_real"]
+    bias = lambda name: oracle[name]["wmrl"]["bias2"]["mean"]
+    noise = sorted(bias(n) for n in oracle if n.startswith("noise") and n.endswith("/group"))
+    cell = row("How faithful must the world model be")
+    assert (f"from {bias('dial f=0/group'):.2f} at fidelity 0 (the static model) to {bias('dial f=0.9/group'):.2f} at 0.9 "
+            f"and {bias('dial f=1/group'):.2f} at 1; under the noise controls it is {noise[0]:.2f}–{noise[-1]:.2f}") in cell
+    assert bias("dial f=0.75/group") > noise[-1] and bias("dial f=0/group") == pytest.approx(bias("static/group"))
+
+
 def test_plateau_row():
     curves = curves_from_compact(runs("autoresearch_long") + runs("autoresearch_ppi_long", "wmrl_ppi"))
     gap = plateau_comparison(curves, "wmrl_ppi", "grpo_real")

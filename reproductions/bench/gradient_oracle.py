@@ -257,6 +257,35 @@ def plot(report: dict, runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def plot_dial(report: dict, path: Path, estimators=("pure_wm", "wmrl", "wmrl_ppi")) -> bool:
+    """Issue 43's Stage A as a figure: each estimator's bias² and variance (group-std, along GRPO's trajectory, 95% t
+    over seeds) against the dial's fidelity f, the noise controls' bias² as the level the paper's corrections can reach
+    when the error is noise. False (nothing drawn) when the report has no dial instrument."""
+    agg = report["grpo_real"]
+    dials = sorted((n for n in agg if n.startswith("dial ") and n.endswith("/group") and _dial_knobs(n)[1:] == (0.0, 0.0)),
+                   key=_dial_knobs)
+    if not dials:
+        return False
+    import matplotlib.pyplot as plt
+    f = [_dial_knobs(n)[0] for n in dials]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, measure in zip(axes, ("bias2", "var")):
+        for est in estimators:
+            rows = [agg[n][est][measure] for n in dials]
+            mean = [r["mean"] for r in rows]
+            ax.errorbar(f, mean, yerr=[[m - r["ci_low"] for m, r in zip(mean, rows)], [r["ci_high"] - m for m, r in zip(mean, rows)]],
+                        fmt="o-", ms=3, capsize=2, label=est)
+        noise = [agg[n]["wmrl"]["bias2"]["mean"] for n in sorted(agg) if n.startswith("noise") and n.endswith("/group")]
+        if measure == "bias2" and noise:  # where wmrl's bias² sits when the world model's error is only noise
+            ax.axhspan(min(noise), max(noise), color="gray", alpha=0.25, label="wmrl under the noise controls")
+        ax.set(xlabel="world-model fidelity f (programs predicted from their real outcome)",
+               ylabel=f"{measure} / |g|²", title=f"{'bias²' if measure == 'bias2' else 'variance'} against fidelity")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
@@ -280,6 +309,7 @@ def main(argv=None) -> int:
     (out / "oracle.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "oracle.md").write_text(markdown(report))
     plot(report, runs, out / "oracle.png")
+    plot_dial(report, out / "dial.png")
     if args.curate:
         args.curate.mkdir(parents=True, exist_ok=True)
         (args.curate / "oracle_runs.json").write_text(json.dumps(runs, separators=(",", ":")))
