@@ -8,7 +8,7 @@ from __future__ import annotations
 from .bandit import BanditConfig, BanditProblem, plot_gap_curves, risky_problem, simulate, summarise
 
 # %% auto #0
-__all__ = ['chosen_variant', 'explorer_config', 'draw_explorer', 'make_explorer']
+__all__ = ['chosen_variant', 'explorer_config', 'draw_explorer', 'figure_output', 'make_explorer']
 
 # %% ../../nbs/020_bandit_explorer.ipynb #ac089600
 def chosen_variant(debias: bool, denoise: bool) -> str:
@@ -41,6 +41,15 @@ def draw_explorer(bias: float = 0.2, noise: float = 0.0, anchor_fraction: float 
     return summary
 
 # %% ../../nbs/020_bandit_explorer.ipynb #5d4a9096
+def figure_output(fig) -> dict:
+    "A matplotlib figure as one nbformat `display_data` output (PNG): what an `Output` widget's `outputs` holds."
+    import base64
+    import io
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"), "text/plain": repr(fig)}}
+
 def make_explorer(seeds: int = 8, steps: int = 600):
     "An ipywidgets panel (sliders + checkboxes + output) that redraws the gap curves on every change."
     import ipywidgets as widgets
@@ -53,15 +62,26 @@ def make_explorer(seeds: int = 8, steps: int = 600):
                     anchor_fraction=slider("anchors ρ", 0.1, 0.1, 1.0, 0.1), step_size=slider("step γ", 2.0, 0.25, 8.0, 0.25),
                     debias=widgets.Checkbox(value=True, description="debias"),
                     denoise=widgets.Checkbox(value=True, description="denoise"))
-
+    output = widgets.Output()
     calls = []  # the values of each redraw, so tests (and curious readers) can see what ran
 
-    def redraw(**values):
-        calls.append(dict(values, summary=draw_explorer(seeds=seeds, steps=steps, **values)))
-        plt.show()
+    def redraw(change=None):
+        values = {name: control.value for name, control in controls.items()}
+        fig, ax = plt.subplots(figsize=(7, 4))
+        try:  # the figure goes in as the widget's state, never as a captured display (see above)
+            summary = draw_explorer(seeds=seeds, steps=steps, ax=ax, **values)
+            output.outputs = (figure_output(fig),)
+        except Exception as error:  # shown in the panel, as interactive_output would show it
+            output.outputs = ({"output_type": "stream", "name": "stderr", "text": f"{type(error).__name__}: {error}\n"},)
+            raise
+        finally:
+            plt.close(fig)
+        calls.append(dict(values, summary=summary))
 
-    output = widgets.interactive_output(redraw, controls)
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    redraw()
     panel = widgets.VBox([widgets.HBox([controls["bias"], controls["noise"], controls["anchor_fraction"]]),
                           widgets.HBox([controls["step_size"], controls["debias"], controls["denoise"]]), output])
-    panel.controls, panel.calls = controls, calls
+    panel.controls, panel.calls, panel.output = controls, calls, output
     return panel
