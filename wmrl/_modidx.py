@@ -1998,6 +1998,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'wmrl/toy/bandit_explorer.py'),
                                           'wmrl.toy.bandit_explorer.explorer_config': ( 'bandit_explorer.html#explorer_config',
                                                                                         'wmrl/toy/bandit_explorer.py'),
+                                          'wmrl.toy.bandit_explorer.figure_output': ( 'bandit_explorer.html#figure_output',
+                                                                                      'wmrl/toy/bandit_explorer.py'),
                                           'wmrl.toy.bandit_explorer.make_explorer': ( 'bandit_explorer.html#make_explorer',
                                                                                       'wmrl/toy/bandit_explorer.py')},
             'wmrl.toy.lanes': { 'wmrl.toy.lanes.BatchCalibrator': ('lanes.html#batchcalibrator', 'wmrl/toy/lanes.py'),
