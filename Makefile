@@ -22,18 +22,24 @@ MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date
 setup: $(VENV)/.installed
 
 # requirements/cpu.lock pins every package of the CPU stack to the versions the committed results were made with
-# (torch stays pinned by constraints.txt); `make lock` refreshes it.
+# (torch stays pinned by constraints.txt); `make lock` refreshes it. requirements/pip_progress.py prints the estimate
+# (a measured figure) before anything is installed, then a progress line every 30 s while pip runs. libero comes
+# without its dependencies: its BDDL and init files only (tests/test_embodied_libero.py). wmrl-src.pth puts a folder
+# holding only a link to wmrl/ on the path, so mypy and IDEs find the kit from any folder: the editable install's
+# import hook is invisible to them.
 LOCK := requirements/cpu.lock
 $(VENV)/.installed: pyproject.toml constraints.txt $(LOCK)
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -c constraints.txt -c $(LOCK) -e '.[dev,train,suite,scale,embodied]'
-	$(PY) -m pip install -q --no-deps libero==0.1.1  # LIBERO's BDDL and init files only (tests/test_embodied_libero.py)
-	# a folder holding only a link to wmrl/, on the path: mypy and IDEs find the kit from any folder (the editable
-	# install's import hook is invisible to them)
-	mkdir -p $(VENV)/wmrl-src && ln -sfn $(CURDIR)/wmrl $(VENV)/wmrl-src/wmrl
-	echo "$(abspath $(VENV))/wmrl-src" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/wmrl-src.pth"
-	touch $@
+	@python3 requirements/pip_progress.py --estimate $(LOCK) $(VENV)
+	@start=$$(date +%s); set -e; \
+	test -x $(PY) || python3 -m venv $(VENV); \
+	$(PY) -m pip install -q -U pip; \
+	$(PY) requirements/pip_progress.py --lock $(LOCK) -- $(PY) -m pip install -c constraints.txt -c $(LOCK) \
+		-e '.[dev,train,suite,scale,embodied]'; \
+	$(PY) -m pip install -q --no-deps libero==0.1.1; \
+	mkdir -p $(VENV)/wmrl-src && ln -sfn $(CURDIR)/wmrl $(VENV)/wmrl-src/wmrl; \
+	echo "$(abspath $(VENV))/wmrl-src" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/wmrl-src.pth"; \
+	touch $@; \
+	$(MEASURED) "make setup"
 
 ## setup-embodied: LIBERO's own venv ($(VENV)/libero: robosuite 1.4.0, MuJoCo < 3.4, numpy < 2) so .venv keeps numpy 2,
 ## installed from requirements/libero.lock with --no-deps: exactly the locked set (LIBERO's own metadata would pull wandb,
@@ -231,9 +237,12 @@ test: setup
 	rc=0; $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index)
+## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index).
+## It prints an estimate, then a line per page; pages whose inputs did not change since the last build are kept
+## ($(DOCS_OUT)/.build-cache.json), DOCS_ARGS=--force builds them all again. DOCS_WORKERS pages are built at once, the
+## longest first; each executed chapter runs in a fresh interpreter of its own.
 DOCS_OUT ?= docs/_build
-DOCS_WORKERS ?= 2
+DOCS_WORKERS ?= 3
 DOCS_ARGS ?=
 docs: setup
 	$(PY) docs/build.py --out $(DOCS_OUT) --workers $(DOCS_WORKERS) $(DOCS_ARGS)

@@ -4,21 +4,31 @@ figures are there to read without running anything, and a home page with the rea
     python docs/build.py                 # -> docs/_build/index.html (the teaching chapters executed)
     python docs/build.py --execute all   # every notebook executed (as nbdev-test runs them: slow/gpu cells skipped)
     python docs/build.py --out DIR --only 010_bandit 130_debias
+    python docs/build.py --force         # ignore the cache: every page built again
 
 Notebooks run with nbdev's own engine (execnb's CaptureShell, the one `nbdev-test` uses), in their own folder so
 relative paths resolve as in JupyterLab, each in a fresh process. nbconvert turns the executed copies into pages;
 `#|` directives are dropped from the rendered source. Nothing under nbs/ is written.
+
+Only what changed is built again: OUT/.build-cache.json holds, for each page, a hash of everything the page is made
+from (the notebook, this script, the tool versions, its neighbours' titles, the list of chapters, and for an executed
+chapter the package's source; not the data files a chapter reads: --force after changing those) and the seconds it
+took; a page whose hash matches is kept, a page that failed is built again. Before it starts the build
+prints what it will do and an estimate from those seconds (or, for a page never built here, from MEASURED below);
+then one progress line per page (a bar on a terminal).
 """
 from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import html
+import json
 import multiprocessing
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,17 +137,18 @@ def math_to_mathml(markdown: str) -> str:
 
 
 def render(name: str, out: Path, run: bool, nav: tuple = (None, None)) -> tuple[str, float, bool]:
-    "Write out/NAME.html; executed first when `run`. Returns (name, seconds, executed)."
+    "Write out/NAME.html; executed first when `run`. Returns (name, seconds, executed): the seconds of the whole page."
     import nbformat
     from fastcore.nbio import read_nb
     from nbconvert import HTMLExporter
+    start = time.time()
     path = NBS / f"{name}.ipynb"
-    nb, seconds = execute(path) if run else (read_nb(path), 0.0)
+    nb = execute(path)[0] if run else read_nb(path)
     page = nbformat.from_dict(_page_body(nb))
     title = chapter_title(name)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(page, resources={"metadata": {"name": title}})
     (out / f"{name}.html").write_text(offline_page(body, nav))
-    return name, seconds, run
+    return name, time.time() - start, run
 
 
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=\"https?://[^\"]*\"[^>]*>\s*</script>")
@@ -216,6 +227,93 @@ def index_page(names: list[str], executed: set[str]) -> str:
             + "".join(rows) + "</body></html>")
 
 
+# Seconds a page took in `make docs` from a fresh clone on this project's machine (2 cores shared with a long run, load
+# 6-7; 3 workers), as the build's own lines printed: the teaching chapters executed (each its own figure; 60 s for
+# another chapter), 82 pages rendered (2.9 s each on average), the README's pages. Used for a page never built in OUT,
+# to order the work (longest first) and for the estimate; after a build, each page's own last seconds. On an idle
+# machine the same build took a third of this (1 min 36 s against 4 min 41 s).
+MEASURED = {"execute": 60.0, "render": 3.0, "readme": 12.0}
+MEASURED_CHAPTERS = {"010_bandit": 203.0, "140_denoise": 142.0, "020_bandit_explorer": 55.0, "155_oracle": 45.0,
+                     "150_correction": 29.0, "130_debias": 27.0, "120_anchors": 25.0, "110_advantages": 23.0,
+                     "147_ppi": 20.0}
+CACHE = ".build-cache.json"
+README = "readme"  # the cache entry for readme.html and the PAGES, built as one unit
+
+
+def _digest(*parts) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True, default=str).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+@functools.cache
+def _common_inputs() -> str:
+    "What every page is made from: this script and the versions of the tools that build it."
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(package):
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return None
+    tools = {p: installed(p) for p in ("nbconvert", "nbformat", "latex2mathml", "nbdev", "execnb", "mistune", "pygments")}
+    return _digest(Path(__file__).read_bytes(), tools, sys.version)
+
+
+@functools.cache
+def _package_source() -> str:
+    "The package an executed chapter imports: any change to it runs the executed chapters again."
+    files = sorted(p for p in (ROOT / "wmrl").rglob("*.py") if p.name != "_modidx.py")
+    return _digest(*[(str(p.relative_to(ROOT)), p.read_bytes()) for p in files])
+
+
+def page_key(name: str, run: bool, nav: tuple, names: list[str]) -> str:
+    "The hash of everything chapter NAME's page is made from: equal hashes, equal pages."
+    neighbours = [(n, chapter_title(n)) for n in nav if n]
+    return _digest(_common_inputs(), (NBS / f"{name}.ipynb").read_bytes(), run, neighbours, names,
+                   _package_source() if run else None)
+
+
+def readme_key() -> str:
+    return _digest(_common_inputs(), (NBS / "index.ipynb").read_bytes(), *[p.read_bytes() for p in PAGES.values()])
+
+
+def _load_cache(out: Path) -> dict:
+    try:
+        return json.loads((out / CACHE).read_text())["pages"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _save_cache(out: Path, pages: dict) -> None:
+    partial = out / (CACHE + ".tmp")
+    partial.write_text(json.dumps({"pages": pages}, indent=1, sort_keys=True))
+    partial.replace(out / CACHE)  # whole or not at all, if the build is stopped
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def last_seconds(name: str, kind: str, cache: dict) -> float:
+    "The seconds page NAME took at its last build in this folder, else its measured default."
+    last = cache.get(name, {})
+    if last.get("kind") == kind:
+        return last["seconds"]
+    return MEASURED_CHAPTERS.get(name, MEASURED[kind]) if kind == "execute" else MEASURED[kind]
+
+
+def estimate(todo: list[tuple[str, str]], cache: dict, workers: int) -> float:
+    """Wall seconds for the pages to build: each page's last seconds (last_seconds), dealt out longest first to the
+    workers, as the build deals them; a page's seconds were measured with the other workers busy."""
+    loads = [0.0] * max(1, workers)
+    for seconds in sorted((last_seconds(name, kind, cache) for name, kind in todo), reverse=True):
+        loads[loads.index(min(loads))] += seconds
+    return max(loads) if todo else 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="docs/build.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "_build", help="output folder (default docs/_build)")
@@ -224,9 +322,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="render only these chapters (names without .ipynb)")
     parser.add_argument("--run", nargs="*", default=None,
                         help="execute exactly these chapters, the rest shown as written (overrides --execute)")
-    parser.add_argument("--workers", type=int, default=2, help="notebooks rendered at once (default 2)")
+    parser.add_argument("--workers", type=int, default=3,
+                        help="pages built at once (default 3: on 2 cores, a third fills the gaps of the other two)")
+    parser.add_argument("--page", help=argparse.SUPPRESS)  # internal: execute and render one chapter, in a fresh process
+    parser.add_argument("--force", action="store_true", help=f"build every page again, ignoring OUT/{CACHE}")
     args = parser.parse_args(argv)
+    started = time.time()
     names = sorted(p.stem for p in NBS.glob("[0-9]*.ipynb"))
+    order = [n for _, _, part in reading_path(names) for n in part]  # previous / next follow the reading path
+    nav = {n: (order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None) for i, n in enumerate(order)}
+    if args.page:
+        return _execute_one(args.page, args.out, nav.get(args.page, (None, None)))
     unknown = sorted(set(args.only or []).union(args.run or []) - set(names))
     if unknown:
         print(f"docs/build.py: no chapter {unknown[0]!r} in nbs/; chapters are named like {names[0]!r}", file=sys.stderr)
@@ -235,32 +341,105 @@ def main(argv: list[str] | None = None) -> int:
     run = {n: n in args.run if args.run is not None else args.execute == "all" or (args.execute == "teaching" and n in TEACHING)
            for n in chosen}
     args.out.mkdir(parents=True, exist_ok=True)
-    from tqdm.auto import tqdm
-    failed = []
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter per executed chapter, as nbdev-test gives
-    executed = [n for n in chosen if run[n]]
-    order = [n for _, _, part in reading_path(names) for n in part]  # previous / next follow the reading path
-    nav = {n: (order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None) for i, n in enumerate(order)}
-    with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {n: pool.submit(render, n, args.out, True, nav.get(n, (None, None))) for n in executed}
-        for name in tqdm([n for n in chosen if not run[n]], desc="chapters shown as written", unit="nb"):
-            _collect(name, lambda name=name: render(name, args.out, False, nav.get(name, (None, None))), failed)
-        for name, future in tqdm(futures.items(), desc="chapters executed", unit="nb"):
-            _collect(name, future.result, failed)
-    render_readme(args.out)
-    (args.out / "index.html").write_text(index_page(names, {n for n in chosen if run[n]} - {f.split(':')[0] for f in failed}))
+    cache = {} if args.force else _load_cache(args.out)
+    keys = {n: page_key(n, run[n], nav.get(n, (None, None)), names) for n in chosen}
+    keys[README] = readme_key()
+
+    def fresh(name: str) -> bool:
+        page = "readme.html" if name == README else f"{name}.html"
+        return cache.get(name, {}).get("key") == keys[name] and (args.out / page).is_file()
+
+    kind = {n: "execute" if run[n] else "render" for n in chosen} | {README: "readme"}
+    todo = sorted(((n, kind[n]) for n in [*chosen, README] if not fresh(n)),  # the longest first, as last measured
+                  key=lambda item: -last_seconds(*item, cache))
+    counts = {k: sum(1 for _, kk in todo if kk == k) for k in ("execute", "render")}
+    kept = len(chosen) - counts["execute"] - counts["render"]
+    if todo:
+        print(f"docs: {len(chosen)} chapters into {args.out}: {counts['execute']} to execute and render, {counts['render']} "
+              f"to render, {kept} unchanged since the last build (kept); estimate ~"
+              f"{_minutes(estimate(todo, cache, args.workers) + 5)} on {args.workers} workers (from the seconds each page "
+              "took at its last build here; a page never built here: as on 2 cores at load 6-7)", flush=True)
+    else:
+        print(f"docs: nothing changed since the last build in {args.out}: all {len(chosen)} chapters kept "
+              "(DOCS_ARGS=--force builds them again)", flush=True)
+    failed = _build(todo, args.out, nav, cache, keys, max(1, args.workers))
+    bad = {f.split(":")[0] for f in failed}
+    (args.out / "index.html").write_text(index_page(names, {n for n in chosen if run[n]} - bad))
     for line in failed:
         print(f"docs/build.py: chapter failed to build: {line}", file=sys.stderr)
-    print(f"docs: {args.out / 'index.html'} ({len(chosen) - len(failed)} chapters, {sum(run.values())} executed)")
+    print(f"docs: {args.out / 'index.html'} ({len(chosen) - len(bad - {README})} chapters, {sum(run.values())} executed; "
+          f"{len(todo) - len(failed)} pages built, {kept} kept) in {_minutes(time.time() - started)}")
     return 1 if failed else 0
 
 
-def _collect(name: str, result, failed: list) -> None:
-    "Wait for one chapter; a failing chapter is reported by name and the others still build."
+def _build(todo: list[tuple[str, str]], out: Path, nav: dict, cache: dict, keys: dict, workers: int) -> list[str]:
+    """Build the pages of `todo`, longest first, on workers that stay up (their imports paid once); an executed chapter
+    runs in a fresh interpreter of its own, started by its worker. Reports each page as it lands and records it in the
+    cache; returns one line per failure."""
+    if not todo:
+        return []
+    from tqdm import tqdm
+    bar = tqdm(total=len(todo), unit="page", file=sys.stderr, dynamic_ncols=True) if sys.stderr.isatty() else None
+    failures = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_page, name, kind, out, nav.get(name, (None, None))): (name, kind) for name, kind in todo}
+        for done, future in enumerate(as_completed(futures), 1):
+            name, kind = futures[future]
+            try:
+                seconds, failed = future.result()
+            except Exception as error:  # the worker itself died
+                seconds, failed = 0.0, f"{type(error).__name__}: {error}"
+            if failed:  # no key: built again next time; its seconds still serve the estimate
+                cache[name] = {"seconds": round(seconds, 1), "kind": kind, "failed": failed}
+                failures.append(f"{name}: {failed}")
+                line = f"{name} FAILED"
+            else:
+                cache[name] = {"key": keys[name], "seconds": round(seconds, 1), "kind": kind}
+                line = f"{name} {'executed' if kind == 'execute' else 'rendered'} in {seconds:.0f} s"
+            _save_cache(out, cache)
+            if bar is not None:
+                bar.set_postfix_str(line, refresh=False)
+                bar.update()
+            else:
+                print(f"docs: [{done}/{len(todo)}] {line}", flush=True)
+    if bar is not None:
+        bar.close()
+    return failures
+
+
+FAILED = "docs/build.py --page failed: "
+
+
+def _page(name: str, kind: str, out: Path, nav: tuple) -> tuple[float, str | None]:
+    "One page, on a worker: (seconds, None), or (seconds, what failed). An executed chapter gets a fresh interpreter."
+    import subprocess
+    start = time.time()
     try:
-        result()
+        if kind == "readme":
+            render_readme(out)
+        elif kind == "render":
+            render(name, out, False, nav)
+        else:  # as nbdev-test gives each notebook: nothing left over from another chapter
+            done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--out", str(out), "--page", name],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if done.returncode:
+                marked = [line[len(FAILED):] for line in done.stderr.splitlines() if line.startswith(FAILED)]
+                return time.time() - start, (marked or done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     except Exception as error:
-        failed.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        return time.time() - start, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    return time.time() - start, None
+
+
+def _execute_one(name: str, out: Path, nav: tuple) -> int:
+    "`--page NAME`: execute and render one chapter in this process; a failure ends with one FAILED line on stderr."
+    try:
+        render(name, out, True, nav)
+    except Exception as error:
+        import traceback
+        traceback.print_exc()
+        print(f"{FAILED}{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def render_markdown(nb, out: Path, name: str, title: str) -> None:
