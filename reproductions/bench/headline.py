@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.autoresearch.matched import curves_from_compact, matched_steps
+from wmrl.autoresearch.ratios import curves_in_executions
 from wmrl.core.paired import holm, paired_contrast, ratio_across_boot_seeds, ratio_to_level, tost_paired
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -81,14 +82,11 @@ def load_lines(folder: Path = HEADLINE) -> list[dict]:
 
 def curves(lines: list[dict], cost: str = "executions") -> dict:
     """{arm: {seed: curve}}; cost "executions" spreads each run's training executions evenly over its steps (a count
-    that does not depend on the machine), "sandbox_cpu_s" is the measured CPU-s."""
-    out = curves_from_compact([{**r, "method": r["arm"]} for r in lines])
+    that does not depend on the machine; wmrl.autoresearch.ratios.curves_in_executions), "sandbox_cpu_s" is the
+    measured CPU-s."""
     if cost == "executions":
-        for r in lines:
-            curve = out[r["arm"]][int(r["seed"])]
-            steps = max(curve["steps"])
-            curve["cost"] = [r["n_executions"] / steps * s for s in curve["steps"]]
-    return out
+        return curves_in_executions(lines, label="arm")
+    return curves_from_compact([{**r, "method": r["arm"]} for r in lines])
 
 
 def check(lines: list[dict], tolerance: float = 0.01) -> dict:
@@ -114,7 +112,7 @@ def check(lines: list[dict], tolerance: float = 0.01) -> dict:
 def forecast(n_outer: int = 200, seed: int = 0) -> dict:
     """The registered primary endpoint forecast from the 8 seeds seen before the pre-registration, over the 50 steps
     every committed arm shares (wmrl.autoresearch.ratios.forecast_outcome): a forecast, not a result."""
-    from wmrl.autoresearch.ratios import curves_in_executions, forecast_outcome
+    from wmrl.autoresearch.ratios import forecast_outcome
     arm = lambda folder, method, label: curves_in_executions(
         [{**r, "arm": label} for r in json.loads((RESULTS / folder / "runs.json").read_text()) if r["method"] == method],
         upto=50, label="arm")[label]
