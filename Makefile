@@ -251,10 +251,12 @@ docs: setup
 lab: setup
 	$(BIN)/jupyter lab nbs
 
-## index: regenerate nbs/index.ipynb (the home page) from README.md; tests/test_readme.py checks they agree
+## index: regenerate nbs/index.ipynb (the home page) from README.md; tests/test_readme.py checks they agree. Two cells:
+## the title and summary, then the rest (nbdev reads `- a: b` lines of a notebook's first markdown cell as front matter)
 index: setup
 	$(PY) -c "import nbformat, pathlib; nb = nbformat.v4.new_notebook(); \
-	nb.cells = [nbformat.v4.new_markdown_cell(pathlib.Path('README.md').read_text().rstrip(), id='readme')]; \
+	head, rest = pathlib.Path('README.md').read_text().strip().split('\n## ', 1); \
+	nb.cells = [nbformat.v4.new_markdown_cell(head.rstrip(), id='readme'), nbformat.v4.new_markdown_cell('## ' + rest, id='readme-body')]; \
 	nb.metadata['kernelspec'] = {'display_name': 'Python 3', 'language': 'python', 'name': 'python3'}; \
 	nbformat.write(nb, 'nbs/index.ipynb')"
 	$(BIN)/nbdev-clean --fname nbs/index.ipynb

@@ -113,6 +113,21 @@ def test_integrity_check_against_the_committed_grids(headline):
     bent = [dict(r, evals=[[e[0], e[1] + (2.0 if e[0] == 25 else 0.0), *e[2:]] for e in r["evals"]]) if r is seed3 else r
             for r in committed]
     assert headline.check(bent)["wmrl"]["differ"] == [[3, 25, round(was, 3), round(was + 2.0, 3)]]
+    assert report["wmrl"]["training_differs_from_step"] == {} and report["wmrl"]["training_steps_compared"] == 8 * 75
+
+
+def test_integrity_check_names_the_cause(headline):
+    "A differing evaluation carries its status change; a changed reward shows as training that differs from its step."
+    committed = [{**r, "arm": "wmrl"} for r in json.loads((ROOT / "reproductions/results/autoresearch_long/runs.json").read_text())
+                 if r["method"] == "wmrl"]
+    seed5 = next(r for r in committed if r["seed"] == 5)
+    counts = dict((s, c) for s, c in seed5["eval_status_counts"])
+    flipped = [[s, ({**c, "ok": c["ok"] - 1, "timeout": c.get("timeout", 0) + 1} if s == 40 else c)] for s, c in counts.items()]
+    bent = dict(seed5, evals=[[e[0], e[1] - (1.9 if e[0] == 40 else 0.0), *e[2:]] for e in seed5["evals"]],
+                eval_status_counts=flipped, grad_norm=[g * (1.01 if i >= 12 else 1.0) for i, g in enumerate(seed5["grad_norm"])])
+    report = headline.check([bent if r is seed5 else r for r in committed])["wmrl"]
+    assert report["causes"] == [{"seed": 5, "step": 40, "statuses": {"ok": -1, "timeout": 1}, "budget_flip": True}]
+    assert report["training_differs_from_step"] == {5: 12}
 
 
 def test_collect_labels_the_arms(headline, tmp_path):

@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_index_notebook_matches_readme():
     notebook = json.loads((ROOT / "nbs" / "index.ipynb").read_text())
-    text = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+    text = "\n\n".join("".join(cell["source"]).strip() for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     assert text.strip() == (ROOT / "README.md").read_text().strip(), "regenerate nbs/index.ipynb from README.md"
 
 

@@ -89,23 +89,53 @@ def curves(lines: list[dict], cost: str = "executions") -> dict:
     return curves_from_compact([{**r, "method": r["arm"]} for r in lines])
 
 
+def _status_change(old: dict | None, new: dict | None) -> dict:
+    "Held-out program statuses that moved between two evaluations: {status: new count - old count}, zeros left out."
+    old, new = old or {}, new or {}
+    return {k: new.get(k, 0) - old.get(k, 0) for k in sorted(set(old) | set(new)) if new.get(k, 0) != old.get(k, 0)}
+
+
+def _same_training(old: dict, new: dict, rel: float = 1e-6) -> int | None:
+    """The first training step whose gradient norm differs between two runs of one seed (None: every shared step is
+    equal). The norm of the update is a function of every reward of the step, so an equal norm at every step means
+    the same rewards and the same policy throughout."""
+    for step, (a, b) in enumerate(zip(old.get("grad_norm") or [], new.get("grad_norm") or [])):
+        if a is None or b is None:
+            continue
+        if not math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-9):
+            return step
+    return None
+
+
 def check(lines: list[dict], tolerance: float = 0.01) -> dict:
-    "Seeds 0-7 against the committed long grids: every shared evaluation equal to `tolerance` points."
+    """Seeds 0-7 against the committed long grids: every shared evaluation equal to `tolerance` points, and the
+    training itself (the gradient norm of every shared step). Each differing evaluation carries its cause as far as
+    the logs show it: the change in its held-out programs' statuses, and `budget_flip` when the only change is ok <->
+    timeout (a program near its 7 CPU-s budget ending on the other side of it, as on a loaded machine)."""
     report = {}
     for arm, folder in COMMITTED.items():
         method = ARMS[arm][0]
         old = {(int(r["seed"])): r for r in json.loads((RESULTS / folder / "runs.json").read_text()) if r["method"] == method}
         new = {int(r["seed"]): r for r in lines if r["arm"] == arm and int(r["seed"]) in old}
-        equal, differ = 0, []
+        equal, differ, causes, training, compared = 0, [], [], {}, 0
         for seed, run in sorted(new.items()):
             was = {e[0]: e[1] for e in old[seed]["evals"]}
+            old_counts = dict((s, c) for s, c in old[seed].get("eval_status_counts") or [])
+            new_counts = dict((s, c) for s, c in run.get("eval_status_counts") or [])
             for step, score, *_ in run["evals"]:
                 if step in was:
                     if abs(score - was[step]) <= tolerance:
                         equal += 1
                     else:
                         differ.append([seed, step, round(was[step], 3), round(score, 3)])
-        report[arm] = {"seeds": sorted(new), "equal": equal, "differ": differ, "against": folder}
+                        change = _status_change(old_counts.get(step), new_counts.get(step))
+                        flip = bool(change) and set(change) == {"ok", "timeout"} and change["ok"] == -change["timeout"]
+                        causes.append({"seed": seed, "step": step, "statuses": change, "budget_flip": flip})
+            training[seed] = _same_training(old[seed], run)
+            compared += min(len(old[seed].get("grad_norm") or []), len(run.get("grad_norm") or []))
+        report[arm] = {"seeds": sorted(new), "equal": equal, "differ": differ, "causes": causes, "against": folder,
+                       "training_differs_from_step": {s: t for s, t in training.items() if t is not None},
+                       "training_steps_compared": compared}
     return report
 
 
@@ -276,6 +306,12 @@ def main(argv=None) -> int:
             for arm, r in report.items():
                 print(f"{arm}: seeds {r['seeds']}: {r['equal']} evaluations equal to {r['against']}'s, {len(r['differ'])} differ"
                       + (f": {r['differ'][:6]}" if r["differ"] else ""))
+                for c in r["causes"]:
+                    print(f"  seed {c['seed']} step {c['step']}: held-out statuses {c['statuses'] or 'unchanged'}"
+                          + (" (a program near its CPU budget on the other side of it)" if c["budget_flip"] else ""))
+                trained = r["training_differs_from_step"]
+                print(f"  training, the gradient norm of {r['training_steps_compared']} shared steps: "
+                      + ("equal at every step" if not trained else f"differs (seed: first step) {trained}"))
             print(json.dumps(report))
             return 0
         if args.boot < 10000 and not args.interim:
