@@ -141,7 +141,10 @@ def test_collect_labels_the_arms(headline, tmp_path):
             run = tmp_path / grid / f"{method}__seed3"
             run.mkdir(parents=True)
             (run / "metrics.json").write_text(json.dumps(metrics(method, fraction, 3)))
-    out = headline.collect([tmp_path / "g8", tmp_path / "g4"], "seeds_3", "make headline-slice SEEDS=3", "1 min 2 s", tmp_path / "res")
+    # through the command line, as the README says to run it (--command must not clobber the subcommand)
+    assert headline.main(["--results", str(tmp_path / "res"), "collect", str(tmp_path / "g8"), str(tmp_path / "g4"),
+                          "--slice", "seeds_3", "--command", "make headline-slice SEEDS=3", "--wall", "1 min 2 s"]) == 0
+    out = tmp_path / "res" / "slices" / "seeds_3.jsonl"
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["arm"] for r in lines] == ["grpo_real", "wmrl", "wmrl_ppi", "wmrl_ppi_rho25"]
     meta = json.loads((tmp_path / "res" / "slices" / "seeds_3.meta.json").read_text())
@@ -159,3 +162,17 @@ def test_the_forecast_quoted_is_the_committed_one(headline):
     assert f"at both in **{100 * forecast['all_hit']:.1f}%**" in readme
     again = headline.forecast(n_outer=forecast["n_outer"])  # recomputed from the committed runs: the same numbers
     assert again["arms"] == forecast["arms"] and again["all_hit"] == forecast["all_hit"]
+
+
+def test_committed_slices_pass_the_integrity_rule(headline):
+    """Every committed slice: training equal to the long grids at every shared step, and every differing evaluation an
+    ok <-> timeout change of held-out programs; check.json and the README's counts are what `check` prints."""
+    report = headline.check(headline.load_lines())
+    assert json.loads(json.dumps(report)) == json.loads((headline.HEADLINE / "check.json").read_text())
+    assert all(r["training_differs_from_step"] == {} for r in report.values())
+    assert all(c["budget_flip"] for r in report.values() for c in r["causes"])
+    equal = sum(r["equal"] for r in report.values())
+    total = equal + sum(len(r["differ"]) for r in report.values())
+    steps = sum(r["training_steps_compared"] for r in report.values())
+    text = (headline.HEADLINE / "README.md").read_text()
+    assert f"{equal} of {total} shared evaluations are equal" in text and f"({steps:,} steps over" in text

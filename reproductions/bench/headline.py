@@ -273,11 +273,11 @@ def plot(lines: list[dict], e: dict, path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=HEADLINE, help="the headline's results folder")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="action", required=True)
     col = sub.add_parser("collect", help="write a slice's per-run lines into reproductions/results/headline/slices/")
     col.add_argument("folders", type=Path, nargs="+")
     col.add_argument("--slice", required=True, help="the slice's name, e.g. seeds_0_1")
-    col.add_argument("--command", required=True, help="the command that ran it, as typed")
+    col.add_argument("--command", dest="run_command", required=True, help="the command that ran it, as typed")
     col.add_argument("--wall", required=True, help="the wall time its command printed")
     chk = sub.add_parser("check", help="seeds 0-7 against the committed long grids")
     chk.add_argument("--runs", type=Path, nargs="*", default=None,
@@ -289,10 +289,10 @@ def main(argv=None) -> int:
     rep.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
-        if args.command == "collect":
-            print(collect(args.folders, args.slice, args.command, args.wall, args.results))
+        if args.action == "collect":
+            print(collect(args.folders, args.slice, args.run_command, args.wall, args.results))
             return 0
-        if args.command == "forecast":
+        if args.action == "forecast":
             f = forecast()
             for rho, a in f["arms"].items():
                 print(f"{rho}: hit in {100 * a['hit_rate']:.1f}% of {f['n_outer']} draws of {f['n_seeds']} seeds; median ratio "
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
             (args.results / "forecast.json").write_text(json.dumps(f, indent=1) + "\n")
             return 0
         lines = load_lines(args.results)
-        if args.command == "check":
+        if args.action == "check":
             report = check(grid_lines(args.runs) if args.runs else lines)
             for arm, r in report.items():
                 print(f"{arm}: seeds {r['seeds']}: {r['equal']} evaluations equal to {r['against']}'s, {len(r['differ'])} differ"
