@@ -248,8 +248,11 @@ docs: setup
 	$(PY) docs/build.py --out $(DOCS_OUT) --workers $(DOCS_WORKERS) $(DOCS_ARGS)
 
 ## lab: JupyterLab on the notebooks
+# a chapter saved from JupyterLab is saved clean (nbdev's pre-save hook, `jupyter_hooks` in pyproject.toml): opening and
+# saving a chapter changes no byte of it (tests/test_lab_roundtrip.py runs JupyterLab with these flags)
+LAB_FLAGS = --ContentsManager.pre_save_hook=nbdev.clean.clean_jupyter
 lab: setup
-	$(BIN)/jupyter lab nbs
+	$(BIN)/jupyter lab nbs $(LAB_FLAGS)
 
 ## index: regenerate nbs/index.ipynb (the home page) from README.md; tests/test_readme.py checks they agree. Two cells:
 ## the title and summary, then the rest (nbdev reads `- a: b` lines of a notebook's first markdown cell as front matter)

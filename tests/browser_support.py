@@ -40,7 +40,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for_lab(url: str, process: subprocess.Popen, timeout: float = 90.0) -> None:
+def wait_for_lab(url: str, process: subprocess.Popen, timeout: float = 300.0) -> None:
+    "Up to 5 min: a JupyterLab server on a loaded 2-core machine can take minutes to import and answer."
     deadline = time.time() + timeout
     while time.time() < deadline:
         if process.poll() is not None:
@@ -55,8 +56,9 @@ def wait_for_lab(url: str, process: subprocess.Popen, timeout: float = 90.0) -> 
 
 
 @contextlib.contextmanager
-def jupyter_lab(root: Path):
-    "JupyterLab serving `root` on 127.0.0.1 (no token, no news toast); yields its URL; stops it by its PID."
+def jupyter_lab(root: Path, extra: tuple = ()):
+    """JupyterLab serving `root` on 127.0.0.1 (no token, no news toast), its working folder `root`, with `extra`
+    command-line options; yields its URL; stops it by its PID."""
     settings_dir = root / "settings"
     (settings_dir / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
     (settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
@@ -66,9 +68,9 @@ def jupyter_lab(root: Path):
                MPLBACKEND="module://matplotlib_inline.backend_inline")
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                "--allow-root", "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-               "--ServerApp.disable_check_xsrf=True"]
+               "--ServerApp.disable_check_xsrf=True", *extra]
     log = open(root / "lab.log", "w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=root)
     url = f"http://127.0.0.1:{port}/"
     try:
         wait_for_lab(url, process)

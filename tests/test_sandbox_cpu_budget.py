@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -48,10 +50,26 @@ def spinner() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
 
 
+def spinning(procs: list, timeout: float = 120.0) -> None:
+    """Wait until every busy loop has burnt CPU (its interpreter started and it is in its loop): on a loaded machine
+    starting an interpreter takes seconds, and a job run before then would see no load at all."""
+    tick = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        while True:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if (int(fields[11]) + int(fields[12])) / tick >= 0.2:  # utime + stime: 0.2 CPU-s burnt
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"a busy loop did not start spinning within {timeout} s")
+            time.sleep(0.05)
+
+
 @pytest.fixture
 def loaded_cores():
     "Busy loops on every core (and one more), at the tests' own priority, for as long as the test runs."
     spinners = [spinner() for _ in range((os.cpu_count() or 1) + 2)]
+    spinning(spinners)
     yield len(spinners)
     for proc in spinners:
         proc.kill()
@@ -85,6 +103,7 @@ def test_load_does_not_change_the_status(task, backend):
     idle = execute(task, WORK, backend=backend, limits=limits)
     spinners = [spinner() for _ in range(2 * (os.cpu_count() or 1) + 2)]
     try:
+        spinning(spinners)
         loaded = execute(task, WORK, backend=backend, limits=limits)
     finally:
         for proc in spinners:
