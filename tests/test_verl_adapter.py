@@ -10,8 +10,15 @@ import numpy as np
 import pytest
 
 from wmrl.adapters.trl_adapter import advantage_mismatch, group_layout
-from wmrl.adapters.verl import (ESTIMATORS, WMRLSession, activate, estimator_name, headline_rewards,
-                                last_token_rewards, register_estimators)
+from wmrl.adapters.verl import (
+    ESTIMATORS,
+    WMRLSession,
+    activate,
+    estimator_name,
+    headline_rewards,
+    last_token_rewards,
+    register_estimators,
+)
 from wmrl.core.correction import CorrectionConfig, WMRLCorrector
 from wmrl.core.methods import METHODS
 
