@@ -243,7 +243,7 @@ test: setup
 SLOW_NOTEBOOKS = $(shell grep -l '"#| slow' nbs/*.ipynb)
 test-slow: setup
 	@start=$$(date +%s); rc=0; \
-	for nb in $(SLOW_NOTEBOOKS); do echo "nbdev-test --flags slow $$nb"; $(BIN)/nbdev-test --flags slow --path $$nb || rc=1; done; \
+	for nb in $(SLOW_NOTEBOOKS); do echo "nbdev-test --flags slow $$nb"; $(BIN)/nbdev-test --flags slow $$nb || rc=1; done; \
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 -m "slow and not gpu" tests || \
 		{ r=$$?; if [ $$r -eq 5 ]; then echo "pytest collected no slow tests"; fi; rc=1; }; \
 	$(MEASURED) "make test-slow"; exit $$rc
