@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test test-slow lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -236,6 +236,17 @@ test: setup
 	$(BIN)/ruff check wmrl tests reproductions docs
 	rc=0; $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+## test-slow: what `make test` leaves out as slow: every `slow`-marked pytest test (real models, full sweeps, the
+## 200-job warm load) and every notebook that has a `#| slow` cell, run whole with the slow cells on (nbdev's
+## tst_flags, pyproject.toml). Its measured time is in tests/README.md. (`gpu` tests and cells need a GPU: not here.)
+SLOW_NOTEBOOKS = $(shell grep -l '"#| slow' nbs/*.ipynb)
+test-slow: setup
+	@start=$$(date +%s); rc=0; \
+	for nb in $(SLOW_NOTEBOOKS); do echo "nbdev-test --flags slow $$nb"; $(BIN)/nbdev-test --flags slow $$nb || rc=1; done; \
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 -m "slow and not gpu" tests || \
+		{ r=$$?; if [ $$r -eq 5 ]; then echo "pytest collected no slow tests"; fi; rc=1; }; \
+	$(MEASURED) "make test-slow"; exit $$rc
 
 ## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index).
 ## It prints an estimate, then a line per page; pages whose inputs did not change since the last build are kept

@@ -1,5 +1,5 @@
 """Bad input at the command line: exit code 2, nothing on stdout, one line on stderr that names the file or key and
-the fix. The table of these cases with their messages is in tests/README.md ("Bad input at the command line")."""
+the fix. The table of these cases with their messages is in tests/NOTES.md ("Bad input at the command line")."""
 import json
 from pathlib import Path
 

@@ -5,7 +5,7 @@ For every attack: the attacker runs, a clean solution runs beside it (started at
 on the same server. Both clean records (status, reward, graded score) must equal the clean solution's cold bwrap
 record, the host must be unchanged (task folder, a planted host folder, no job folder left on the host, no process
 left behind), and the attacker gets a real record of its own (never an infrastructure error, never another's
-reward). The attacks live in tests/contamination_attacks.py; tests/README.md lists each with its outcome.
+reward). The attacks live in tests/contamination_attacks.py; tests/NOTES.md lists each with its outcome.
 """
 from __future__ import annotations
 

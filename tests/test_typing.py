@@ -131,3 +131,28 @@ def test_mypy_from_a_folder_outside_the_repo_catches_every_planted_typo(tmp_path
     expected = ['has no attribute "plann"', 'Unexpected keyword argument "methd"', 'Unexpected keyword argument "key_colum"',
                 'has no attribute "wmrl_histroy"']
     assert [e for e in expected if e not in result.stdout] == [] and "Found 4 errors in 2 files" in result.stdout, result.stdout
+
+
+WARM_SERVER = REPO / "wmrl" / "execution" / "warm_server.py"
+WARM_SERVER_MYPY = ["--follow-imports=silent", "--check-untyped-defs", "--no-incremental", "--python-version",
+                    f"{sys.version_info.major}.{sys.version_info.minor}"]
+
+
+def test_mypy_reads_the_warm_server(tmp_path):
+    """The warm server (`nbs/291_warm_server`) is a module, not a string (issue 47): mypy passes on it, and reads the
+    bodies of its functions, an unannotated one (`_watch_pidns`, the launcher's text) included: a typo planted in
+    each of two is reported."""
+    clean = subprocess.run([sys.executable, "-m", "mypy", *WARM_SERVER_MYPY, str(WARM_SERVER)],
+                           capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    source = WARM_SERVER.read_text()
+    plants = [("pidfd = os.pidfd_open(init)", "pidfd = os.pidfd_opn(init)"),
+              ('tick, last = os.sysconf("SC_CLK_TCK"), [0.0]', 'tick, last = os.sysconff("SC_CLK_TCK"), [0.0]')]
+    for right, wrong in plants:
+        assert source.count(right) == 1, f"the warm server no longer has {right!r}: plant another typo"
+        source = source.replace(right, wrong)
+    (tmp_path / "warm_server.py").write_text(source)
+    typo = subprocess.run([sys.executable, "-m", "mypy", *WARM_SERVER_MYPY, str(tmp_path / "warm_server.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert typo.returncode == 1 and 'has no attribute "pidfd_opn"' in typo.stdout, typo.stdout
+    assert 'has no attribute "sysconff"' in typo.stdout and "Found 2 errors" in typo.stdout, typo.stdout

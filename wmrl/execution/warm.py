@@ -18,9 +18,10 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
+from . import warm_server
 from .backends import BwrapBackend, SubprocessBackend, _check_public_dir, bwrap_works, find_bwrap
-from .limits import RawRun, SandboxLimits
-from .warm_server import EXIT_SEMANTICS, SERVER_SOURCE
+from .limits import MEMORY_EXIT, SYNTAX_EXIT, RawRun, SandboxLimits
+from .warm_server import EXIT_SEMANTICS
 from .workdir import CgroupV1, Workdir, fetch_submission, run_as, submission_cap, submission_problem
 
 # %% auto #0
@@ -36,6 +37,11 @@ class Contested(RuntimeError):
     "A job failed while a cap the server's jobs share (memory, or its process count) fired beside it: whose fault is unknown."
 
 CGROUP_ROOT = "/wmrl-cgroup"  # where the server sees its cgroup folders inside bwrap (hidden from every job)
+def _server_source() -> str:
+    """The server's program: the text of `wmrl.execution.warm_server`, run inside the sandbox as `python -c` (the
+    sandbox mounts the interpreter, not the kit's sources). As `-c`, as before it was a module: no file is bound in
+    for it, and a job's `__main__` has no `__file__` (multiprocessing's spawn and loky would re-run that file)."""
+    return Path(warm_server.__file__).read_text()
 
 def _server_privileges(cmd: list[str]) -> list[str]:
     """The cold sandbox's bwrap line for the server, as uid 0 of bwrap's user namespace with three capabilities there
@@ -69,7 +75,7 @@ class ForkServer:
         at = len(cmd) - 1 - cmd[::-1].index(cold.python)  # the interpreter: the launcher follows it
         self.inside = "/workdir" if self.isolate else str(self.jobs.work)  # the jobs folder, seen by the server
         config = json.dumps({"preload": list(preload), "out": self.inside, "cgroups": cgroups, "cgroup_root": CGROUP_ROOT,
-                             "fresh_proc": self.isolate})
+                             "fresh_proc": self.isolate, "syntax_exit": SYNTAX_EXIT, "memory_exit": MEMORY_EXIT})
         if self.isolate:
             cmd = [c for c in cmd[:at] if c != "--die-with-parent"] + ["--setenv", "WMRL_WARM", config]
             cmd = _server_privileges(cmd)
@@ -80,7 +86,7 @@ class ForkServer:
             cmd = ["/bin/sh", "-c", f'{join} exec "$@"', "sh", *cmd]
         self.started = time.monotonic()
         with open(self.jobs.root / "server.log", "wb") as server_log:  # outside work/ and tmp/: unseen inside
-            self.proc = subprocess.Popen([*cmd, cold.python, "-c", SERVER_SOURCE], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([*cmd, cold.python, "-c", _server_source()], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=server_log, env=env, cwd=cwd,
                                          start_new_session=True, close_fds=True,
                                          **run_as(uid))
