@@ -180,6 +180,7 @@ class Batcher:
 class LocalServer(ThreadingHTTPServer):
     "The server's state: the served name, the batcher, sleep, and the fault knobs tests use (delay, die after N)."
     daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 refuses a burst of concurrent checks (uvicorn under vllm serve: 2048)
 
     def __init__(self, address, backend, model: str, delay_s: float = 0.0, die_after: int | None = None,
                  batch_size: int = 64):
