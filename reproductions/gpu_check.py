@@ -162,7 +162,8 @@ def degrade(config: dict, record: dict) -> dict:
     changes = []
     if not available("vllm"):
         config["trl"]["use_vllm"] = False
-        config["world_model"] = {**config["world_model"], "backend": "transformers", "options": {}}
+        config["world_model"] = {**config["world_model"], "backend": "transformers", "options": {},
+                                 "server": {**config["world_model"]["server"], "launch": False}}  # in process: nothing to serve
         changes.append("no vLLM: generation and the world model on transformers")
     if not available("bitsandbytes") and "8bit" in str(config["trl"].get("optim", "")):
         config["trl"]["optim"] = "adamw_torch"
@@ -302,7 +303,7 @@ def trainer_overrides(args: argparse.Namespace, out_dir: Path) -> list[str]:
     micro-batch, as the config trains), the static world model (this phase measures the trainer, not the judge)."""
     lengths = shape_lengths(args)
     return training_overrides(args, out_dir) + [
-        "name=gpu-check-trainer", "world_model.backend=static", "trl.use_vllm=false", "trl.num_generations=2",
+        "name=gpu-check-trainer", "world_model.backend=static", "world_model.server.launch=false", "trl.use_vllm=false", "trl.num_generations=2",
         "trl.gradient_accumulation_steps=2", "trl.max_steps=2", "tasks.prompts_per_task=4",
         f"resources.prompt_tokens={lengths['prompt']}", f"trl.max_completion_length={lengths['completion']}",
         f"trl.vllm_max_model_length={lengths['total']}"]
@@ -395,18 +396,28 @@ def _StepRecorder(args, record, trainer, base):
 
 
 def phase_world_model(args: argparse.Namespace, record: dict) -> None:
-    "Phase 1: the config's vLLM world model predicts every solution; the sandbox runs them for comparison."
+    "Phase 1: the config's vLLM world model (served, as the config launches it) predicts every solution; the sandbox runs them."
+    from wmrl.adapters.train import world_model_server
+    from wmrl.adapters.train_config import load_config
+    config = degrade(load_config(args.config, training_overrides(args, run_dir(args) / "world_model")), record)
+    server = world_model_server(config, run_dir(args) / "world_model")
+    if server is None:
+        return _judge_solutions(args, record, config, None)
+    with server:
+        record["server"] = {"startup_s": server.startup_s, "log": str(server.log_path)}
+        _judge_solutions(args, record, config, server)
+
+
+def _judge_solutions(args: argparse.Namespace, record: dict, config: dict, server) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from wmrl.adapters.train import build_scorer
-    from wmrl.adapters.train_config import load_config
     from wmrl.execution.tasks import load_task
-    config = degrade(load_config(args.config, training_overrides(args, run_dir(args) / "world_model")), record)
     task = load_task(args.task)
     files = sorted(Path(args.solutions).glob("*.py"))[:args.max_solutions]
     codes = [f.read_text() for f in files]
     started = time.perf_counter()
-    world_model = build_scorer(config, {"iris": task}).world_model
+    world_model = build_scorer(config, {"iris": task}, server=server).world_model
     record["load_s"] = time.perf_counter() - started
     record["generate_calls"] = calls = []
     _time_generations(world_model, calls)

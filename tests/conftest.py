@@ -6,7 +6,7 @@ session are not one long file running alone while the other core idles (longest-
 LONGEST_FIRST = ["test_autoresearch_quick.py", "test_embodied_reproduce.py", "test_docs_browser.py",
                  "test_reproduce_benchmarks.py", "test_widget_headless.py", "test_autoresearch_resume.py",
                  "test_runner_grid.py", "test_agent_sandbox.py", "test_warm.py", "test_trl_distributed.py",
-                 "test_ray_pool.py", "test_trl_accelerate.py", "test_trl_agent.py"]
+                 "test_ray_pool.py", "test_trl_accelerate.py", "test_trl_agent.py", "test_wm_server.py"]
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -168,7 +168,8 @@ def test_the_world_models_prefill_bill_is_counted_without_prefix_sharing_on_a_hy
     bill = result["world_model_bill"]
     assert bill["programs"] == 64 * 4 and bill["checks"] == 8 and not bill["shared_prefix"]
     assert bill["tokens_per_step"] == 256 * 8 * bill["prompt_tokens"] and 1.0e7 < bill["tokens_per_step"] < 1.3e7
-    judged = timed_plan(load_config("qwen3.5-4b", ["world_model.backend=transformers", "world_model.options={}"]), "h200x1")
+    judged = timed_plan(load_config("qwen3.5-4b", ["world_model.backend=transformers", "world_model.options={}",
+                                                 "world_model.server.launch=false"]), "h200x1")
     prefill = next(t for t in judged["time"]["terms"] if t["term"] == "world-model prefill")
     assert round(prefill["rate"]) == 10613 and prefill["basis"].startswith("measured: h200_qwen3.5-4b.json")
     assert prefill["seconds"] == pytest.approx(bill["tokens_per_step"] / prefill["rate"])

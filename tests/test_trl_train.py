@@ -21,7 +21,7 @@ def run_cli(*args, timeout=300):
 
 
 def test_shipped_configs_load():
-    for name in ("tiny-cpu", "tiny-cpu-agent", "qwen3.5-4b", "qwen3.5-9b"):
+    for name in ("tiny-cpu", "tiny-cpu-agent", "tiny-cpu-served", "qwen3.5-4b", "qwen3.5-9b"):
         config = load_config(name)
         assert config["_source"] == str(CONFIGS / f"{name}.yaml")
         correction_config(config)
@@ -37,7 +37,10 @@ def test_paper_hyperparameters_in_gpu_configs():
         assert trl["learning_rate"] == 1e-6 and trl["entropy_coef"] == 0.002
         assert trl["max_completion_length"] == 4096
         assert trl["use_vllm"] is True and trl["vllm_mode"] == "colocate"
-        assert config["world_model"]["backend"] == "vllm" and config["world_model"]["model"] is None  # same backbone
+        world = config["world_model"]  # served from its own process beside TRL's colocated engine, on the same backbone
+        assert world["backend"] == "http" and world["model"] is None and world["server"]["launch"] is True
+        assert world["server"]["command"] is None and 0 < world["server"]["gpu_memory_utilization"] <= 0.3  # vllm serve
+        assert world["options"]["engine_kwargs"] == {"max_model_len": 12288} and world["options"]["seed"] == 0
         assert config["correction"]["anchor_fraction"] == 0.10
         assert len(config["tasks"]["paths"]) == 45 and config["tasks"]["loader"] == "mledojo"
         assert size_of(name) in config["model"]["path"]

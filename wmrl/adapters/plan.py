@@ -16,10 +16,11 @@ GIB = 2**30
 # %% auto #0
 __all__ = ['GIB', 'HARDWARE', 'DTYPE_BYTES', 'BLOCK_ABSMAX', 'FUSED_TILE', 'SYSTEM_TOKENS', 'HEADROOM', 'ALLOCATOR_MARGIN',
            'ENGINE_OVERHEAD_GIB', 'PROCESS_OVERHEAD_GIB', 'CHARS_PER_TOKEN', 'DATA_TOKENS', 'ENVIRONMENT_GIB',
-           'Hardware', 'models_dir', 'load_architecture', 'layer_kinds', 'parameter_count', 'activation_bytes',
-           'kv_bytes_per_token', 'state_bytes_per_sequence', 'optimizer_bytes_per_param', 'embedding_state_bytes',
-           'fused_head_bytes', 'policy_precision', 'sequence_lengths', 'engines', 'training_memory', 'world_model_bill',
-           'host_and_disk', 'plan', 'format_plan', 'measure_step', 'estimate_step']
+           'SERVER_HOST_GIB', 'Hardware', 'models_dir', 'load_architecture', 'layer_kinds', 'parameter_count',
+           'activation_bytes', 'kv_bytes_per_token', 'state_bytes_per_sequence', 'optimizer_bytes_per_param',
+           'embedding_state_bytes', 'fused_head_bytes', 'policy_precision', 'sequence_lengths', 'engines',
+           'training_memory', 'world_model_bill', 'host_and_disk', 'plan', 'format_plan', 'measure_step',
+           'estimate_step']
 
 # %% ../../nbs/540_plan.ipynb #1bd15efc
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ ENGINE_OVERHEAD_GIB = 2.0  # CUDA graphs, sampler and activation peak of one eng
 PROCESS_OVERHEAD_GIB = 1.0  # CUDA context and allocator slack per training process (assumed)
 
 def engines(config: dict, arch: dict, hw: Hardware) -> list[dict]:
-    "The run's vLLM engines on one device: reservation, weights, KV room, tokens needed, sleep."
+    "The run's vLLM engines on one device: reservation, weights, KV room, tokens needed, sleep, own process or not."
     trl, wm = config["trl"], config["world_model"]
     weights = parameter_count(arch) * 2 / GIB
     found = []
@@ -205,11 +206,13 @@ def engines(config: dict, arch: dict, hw: Hardware) -> list[dict]:
         found.append({"name": "policy vLLM (TRL colocate)", "utilization": trl.get("vllm_gpu_memory_utilization", 0.3),
                       "max_len": trl.get("vllm_max_model_length") or sequence_lengths(config)["total"],
                       "sleeps": bool(trl.get("vllm_enable_sleep_mode")), "sequences": seqs})
-    if wm["backend"] == "vllm":
-        kwargs = (wm.get("options") or {}).get("engine_kwargs") or {}
-        found.append({"name": "world-model vLLM", "utilization": kwargs.get("gpu_memory_utilization", 0.9),
+    server, options, kwargs = wm.get("server") or {}, wm.get("options") or {}, (wm.get("options") or {}).get("engine_kwargs") or {}
+    served = wm["backend"] == "http" and server.get("launch") and server.get("command") is None  # `vllm serve`
+    if wm["backend"] == "vllm" or served:
+        found.append({"name": "world-model vLLM server" if served else "world-model vLLM",  # a server's share is its own
+                      "utilization": (server if served else kwargs).get("gpu_memory_utilization", 0.9),
                       "max_len": kwargs.get("max_model_len") or arch.get("max_position_embeddings", 32768),
-                      "sleeps": bool((wm.get("options") or {}).get("sleep")), "sequences": 8})
+                      "sleeps": bool(options.get("sleep")), "sequences": 8, "own_process": bool(served)})
     for engine in found:
         engine["reserved_gib"] = engine["utilization"] * hw.gpu_gib
         engine["weights_gib"] = weights
@@ -264,14 +267,16 @@ def world_model_bill(config: dict, arch: dict, processes: int) -> dict:
 
 # %% ../../nbs/540_plan.ipynb #a10b501b
 ENVIRONMENT_GIB = 8.0  # disk for the Python environment, caches and sandbox folders (an allowance, not measured here)
+SERVER_HOST_GIB = 4.0  # host RAM of one world-model server process (Python, torch, vLLM; an allowance, not measured)
 
 def host_and_disk(config: dict, processes: int, mem: dict, engines: list[dict]) -> dict:
-    "Host GiB (per process: sandbox workers x limit, an allowance, a sleeping world model's weights) and disk GiB."
+    "Host GiB (per process: sandbox workers x limit, an allowance, a sleeping judge's weights, a server's allowance), disk GiB."
     from wmrl.core.settings import get_settings
     sandbox, trl, res = config["sandbox"], config["trl"], config.get("resources", {})
     per_job = (sandbox.get("memory_mb") or get_settings().sandbox_memory_mb) / 1024
     offloaded = sum(e["weights_gib"] for e in engines if e["sleeps"] and e["name"].startswith("world"))  # sleep level 1
-    host = processes * (sandbox.get("workers", 4) * per_job + res.get("process_host_gib", 8.0) + offloaded)
+    servers = processes * SERVER_HOST_GIB * sum(bool(e.get("own_process")) for e in engines)
+    host = processes * (sandbox.get("workers", 4) * per_job + res.get("process_host_gib", 8.0) + offloaded) + servers
     checkpoint = mem["params"] * mem["precision"]["weights"] / GIB + (0 if trl.get("save_only_model") else mem["optimizer_total_gib"])
     saving = trl.get("save_strategy", "steps") not in ("no", False) and trl.get("save_steps", 500)
     kept = (trl.get("save_total_limit") or 10**6) + 1 if saving else 0
@@ -279,7 +284,7 @@ def host_and_disk(config: dict, processes: int, mem: dict, engines: list[dict]) 
         kept = math.ceil(trl.get("max_steps", 1) / trl.get("save_steps", 500)) + 1
     environment = ENVIRONMENT_GIB if res.get("environment_gib") is None else float(res["environment_gib"])
     disk = kept * checkpoint + mem["params"] * 2 / GIB + float(res.get("data_gib", 0.0)) + environment
-    return {"host_gib": host, "sandbox_gib": processes * sandbox.get("workers", 4) * per_job,
+    return {"host_gib": host, "sandbox_gib": processes * sandbox.get("workers", 4) * per_job, "server_host_gib": servers,
             "checkpoint_gib": checkpoint if saving else 0.0, "checkpoints_kept": kept, "environment_gib": environment,
             "disk_gib": disk}
 
@@ -343,7 +348,8 @@ def format_plan(config: dict, result: dict) -> str:
     rows += [("peak: generation", f"{result['generation_gib']:.1f}", "engines awake, no gradients"),
              ("peak: gradient pass", f"{result['backward_gib']:.1f}", f"sleeping engines freed; +{ALLOCATOR_MARGIN:.0%} margin; " +
               (f"must stay below {HEADROOM * hw.gpu_gib:.0f} of {hw.gpu_gib:.0f} GiB" if hw.gpus else "no GPU: counted in host memory")),
-             ("host memory", f"{result['host_gib']:.0f}", f"sandbox {result['sandbox_gib']:.0f} GiB; of {hw.host_gib:.0f} GiB"),
+             ("host memory", f"{result['host_gib']:.0f}", f"sandbox {result['sandbox_gib']:.0f} GiB; " + (f"world-model servers "
+              f"{result['server_host_gib']:.0f} GiB; " if result.get("server_host_gib") else "") + f"of {hw.host_gib:.0f} GiB"),
              ("disk", f"{result['disk_gib']:.0f}", f"{result['checkpoints_kept']} x {result['checkpoint_gib']:.1f} GiB checkpoints + model "
               f"+ {result['environment_gib']:.0f} GiB environment; of {hw.disk_gib:.0f} GiB"),
              *(result.get("time_rows") or _bill_row(result.get("world_model_bill")))]

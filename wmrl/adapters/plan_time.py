@@ -154,6 +154,10 @@ def judge_budget(world_model: dict) -> tuple[int, int]:
                 **{k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}}
     return int(options.get(key, defaults[key])), int(options.get("n_samples", defaults["n_samples"]))
 
+def _default(cls, name: str):
+    "A constructor argument's default (the plan reads the backends' own defaults, never a copy of them)."
+    return inspect.signature(cls.__init__).parameters[name].default
+
 # %% ../../nbs/541_plan_time.ipynb #cfc4c16b
 def generation_term(config: dict, arch: dict, hw: Hardware, rows: int, found: list, measured: dict | None) -> dict:
     "The policy's decode and its turns' prefills for `rows` rollouts on one device."
@@ -171,9 +175,11 @@ def generation_term(config: dict, arch: dict, hw: Hardware, rows: int, found: li
     return term
 
 def judge_terms(config: dict, arch: dict, hw: Hardware, processes: int, found: list, bill: dict, measured: dict | None) -> list:
-    "The world model's prefill and decode a step on one device: in-process judges share the programs, a server takes all."
+    """The world model's prefill and decode a step on one device: in-process judges and the servers a run launches (one
+    per rank) share the programs; a server somebody else runs takes all of them."""
     wm, res, spec = config["world_model"], config.get("resources", {}), GPU_SPECS[hw.gpu]
-    share, (cap, samples) = 1 if wm["backend"] == "http" else processes, judge_budget(wm)
+    external = wm["backend"] == "http" and not (wm.get("server") or {}).get("launch")
+    share, (cap, samples) = 1 if external else processes, judge_budget(wm)
     checks = bill["programs"] * bill["checks"] * samples / share
     if wm["backend"] == "transformers":
         prefill = _carried(measured, "world_model_prefill", arch, hw, "compute", "the transformers judge")
@@ -181,6 +187,9 @@ def judge_terms(config: dict, arch: dict, hw: Hardware, processes: int, found: l
     else:
         engine = next((e for e in found if e["name"].startswith("world")), None)
         flight = min(checks, engine["concurrent_sequences"]) if engine else checks
+        if wm["backend"] == "http":  # the client's requests in flight bound a server's batch too
+            from wmrl.world_model.backends import HTTPWorldModel
+            flight = min(flight, int((wm.get("options") or {}).get("workers", _default(HTTPWorldModel, "workers"))))
         prefill = _published(prefill_ceiling(arch, spec), spec, "compute")
         decode = _published(decode_ceiling(arch, spec, flight, bill["prompt_tokens"] + cap / 2), spec, "bandwidth")
     if res.get("world_model_prefill_tokens_per_s"):

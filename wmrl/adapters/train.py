@@ -20,13 +20,14 @@ from pathlib import Path
 
 from ..core.correction import WMRLCorrector
 from ..core.settings import did_you_mean, error_line
+from ..world_model.server import ServerError, exit_on_sigterm
 from .kernels import KernelError, check_kernels
 from .train_config import correction_config, load_config, repo_root
 
 # %% auto #0
 __all__ = ['run_folder', 'sandbox_limits', 'grpo_config', 'collective_timeout_s', 'build_tasks', 'build_dataset_rows',
-           'model_path', 'policy_path', 'build_scorer', 'ray_run_batch', 'agent_menu', 'gpus_in_run', 'run_training',
-           'dry_run', 'cli_train']
+           'model_path', 'policy_path', 'build_scorer', 'ray_run_batch', 'world_model_server', 'agent_menu',
+           'gpus_in_run', 'run_training', 'dry_run', 'cli_train']
 
 # %% ../../nbs/520_train.ipynb #0b416434
 def run_folder(config: dict) -> Path:
@@ -154,8 +155,9 @@ def policy_path(config: dict, out: Path) -> str:
     return model_path(section["path"])
 
 # %% ../../nbs/520_train.ipynb #e9b2ae90
-def build_scorer(config: dict, tasks: dict, world_model=None):
-    "The TaskScorer of the run: its world model (built from the config unless given), program reader and sandbox."
+def build_scorer(config: dict, tasks: dict, world_model=None, server=None):
+    """The TaskScorer of the run: its world model (built from the config unless given), program reader and sandbox.
+    With a launched `server` (`world_model_server`) the http backend talks to it, and its death is an error."""
     from wmrl.adapters.completions import code_from_completion, menu_program
     from wmrl.adapters.task_scorer import TaskScorer
     from wmrl.world_model.backends import get_world_model
@@ -164,6 +166,9 @@ def build_scorer(config: dict, tasks: dict, world_model=None):
     if section["backend"] in ("vllm", "transformers"):  # same backbone, frozen copy; ~ and $VARS expanded
         options.setdefault("model", model_path(section["model"] or config["model"]["path"]))
     elif section["backend"] == "http":  # a served model's name, not a path
+        if server is not None:  # the launched server: its address and name; the engine options are its command line's
+            options.pop("engine_kwargs", None)
+            options.update(base_url=server.base_url, model=server.model, server=server)
         options.setdefault("model", section["model"] or config["model"]["path"])
     if world_model is None:
         world_model = get_world_model(section["backend"], **options)
@@ -184,6 +189,17 @@ def ray_run_batch(sandbox: dict):
     from wmrl.adapters.ray_pool import RayExecutionPool
     pool = RayExecutionPool(backend=sandbox["backend"] or "bwrap", **dict(sandbox["ray"]))
     return partial(pool.map, progress=False)
+
+# %% ../../nbs/520_train.ipynb #410cd958
+def world_model_server(config: dict, out: str | os.PathLike):
+    """The WorldModelServer the run launches (`world_model.server.launch` with the http backend), not started yet; None
+    when the world model runs in process or on a server somebody else started. `vllm serve` loads world_model.model,
+    else model.path (~ expanded); its log is <run folder>/world_model_server.log."""
+    section = config["world_model"]
+    if section["backend"] != "http" or not section["server"]["launch"]:
+        return None
+    from wmrl.world_model.server import server_for
+    return server_for(section, model_path(section["model"] or config["model"]["path"]), log_dir=out, root=repo_root())
 
 # %% ../../nbs/520_train.ipynb #c2f8a828
 def agent_menu(entries: list) -> list[str]:
@@ -243,7 +259,7 @@ def _gpus_in_use() -> int:
         return 0
 
 # %% ../../nbs/520_train.ipynb #e19111fb
-def _write_results(config: dict, out: Path, trainer, scorer, wall_s: float) -> dict:
+def _write_results(config: dict, out: Path, trainer, scorer, wall_s: float, server=None) -> dict:
     "metrics.json, corrector.json and the summary dict (main process writes; every process returns it)."
     gpus = gpus_in_run(trainer.accelerator.num_processes, _gpus_in_use())
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
@@ -255,6 +271,9 @@ def _write_results(config: dict, out: Path, trainer, scorer, wall_s: float) -> d
                "gpu_hours": (wall_s * gpus + scorer.seconds["execute"]) / 3600.0,
                "executions": scorer.counts["executed"], "anchor_weight": last.get("anchor_weight"),
                "n_pairs": last.get("n_pairs")}
+    if server is not None:  # the launched world model: its process, exit code, log, the checks it got and never answered
+        stats = getattr(getattr(scorer, "world_model", None), "stats", {})
+        summary["world_model_server"] = {**server.record(), **{k: int(stats.get(k, 0)) for k in ("prompts", "http_errors", "unanswered", "ungraded")}}
     if "episodes" in scorer.counts:
         summary.update({"episodes": scorer.counts["episodes"], "turns": scorer.counts["turns"]})
     if trainer.accelerator.is_main_process:
@@ -287,12 +306,17 @@ def run_training(config: dict, world_model=None) -> dict:
     args = grpo_config(config, out / "trainer")
     model = policy_path(config, out)
     tasks = build_tasks(config)
-    scorer = build_scorer(config, tasks, world_model)  # the world model is built before TRL's vLLM engine
-    trainer = make_wmrl_trainer_class()(model, args=args, train_dataset=Dataset.from_list(build_dataset_rows(config, tasks)),
-                                        scorer=scorer, corrector=WMRLCorrector(correction_config(config)))
-    trainer.train()
+    server = None if world_model is not None else world_model_server(config, out)
+    with contextlib.ExitStack() as stack:
+        if server is not None:  # healthy before TRL's engine takes its share; stopped at the end, on an error, Ctrl-C, SIGTERM
+            stack.enter_context(exit_on_sigterm())
+            stack.enter_context(server)
+        scorer = build_scorer(config, tasks, world_model, server)  # the world model is built before TRL's vLLM engine
+        trainer = make_wmrl_trainer_class()(model, args=args, train_dataset=Dataset.from_list(build_dataset_rows(config, tasks)),
+                                            scorer=scorer, corrector=WMRLCorrector(correction_config(config)))
+        trainer.train()
     wall_s = time.perf_counter() - started
-    return _write_results(config, out, trainer, scorer, wall_s)
+    return _write_results(config, out, trainer, scorer, wall_s, server)
 
 # %% ../../nbs/520_train.ipynb #b7a8de05
 def dry_run(config: dict) -> dict:
@@ -309,7 +333,9 @@ def dry_run(config: dict) -> dict:
     trl_config["use_cpu"] = bool(config["trl"].get("use_cpu", False))
     world = args.per_device_train_batch_size * max(1, int(os.environ.get("WORLD_SIZE", "1")))
     groups = world * args.steps_per_generation // args.num_generations
+    server = world_model_server(config, run_folder(config))  # the command a launched world model would run
     return {"config": config, "correction": correction_config(config).to_dict(), "trl": trl_config,
+            "world_model_server": server.argv if server is not None else None,
             "groups_per_step": groups, "rows_per_step": groups * args.num_generations,
             "run_dir": str(run_folder(config)), "notes": notes}
 
@@ -345,7 +371,7 @@ def cli_train(argv: list[str] | None = None) -> int:
             return _print_plans(config, options.hardware or config["resources"]["hardware"])
         with contextlib.redirect_stdout(sys.stderr):  # TRL's progress and log lines; stdout carries only the JSON
             result = dry_run(config) if options.dry_run else run_training(config)
-    except (ValueError, TypeError, FileNotFoundError, KernelError) as error:
+    except (ValueError, TypeError, FileNotFoundError, KernelError, ServerError) as error:  # one line, exit 2
         print(json.dumps({"error": error_line(error)}), file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1, default=_json_number))

@@ -15,10 +15,11 @@ import yaml
 from ..core.correction import CorrectionConfig
 from ..core.methods import METHODS
 from ..core.settings import did_you_mean, read_yaml
+from ..world_model.server import SERVER_DEFAULTS
 
 # %% auto #0
-__all__ = ['DEFAULTS', 'FREE_FORM', 'correction_config', 'validate_agent', 'validate_scale_out', 'validate_config', 'config_path',
-           'repo_root', 'load_config']
+__all__ = ['DEFAULTS', 'FREE_FORM', 'correction_config', 'validate_agent', 'validate_scale_out', 'validate_server',
+           'validate_config', 'config_path', 'repo_root', 'load_config']
 
 # %% ../../nbs/521_train_config.ipynb #98d9cc5a
 DEFAULTS = {
@@ -51,8 +52,10 @@ DEFAULTS = {
               "menu": []},  # tiny policies: the text picks one of these messages (wmrl.adapters.research_agent.EXAMPLE_MESSAGES
                             # names, or files; a .py file is sent as a python block)
     "world_model": {"backend": "static",  # static | transformers | vllm | http (wmrl.world_model.backends)
-                    "model": None,  # None: the policy's model.path (the same frozen backbone)
-                    "options": {}},  # keyword arguments of the backend's constructor
+                    "model": None,  # None: the policy's model.path (the same frozen backbone); http: the served name
+                    "options": {},  # keyword arguments of the backend's constructor
+                    "server": copy.deepcopy(SERVER_DEFAULTS)},  # launch: the kit serves the world model from a process of
+                                    # its own (`vllm serve`, nbs/346_server); each field's comment is in SERVER_DEFAULTS
     "sandbox": {"backend": None,  # None: settings.ini (auto = bwrap, else subprocess)
                 "cpu_s": None,  # CPU-seconds per program (RLIMIT_CPU) with a 10x wall net: load-independent rewards
                 "wall_s": None, "memory_mb": None,  # None: the task's budget / settings.ini
@@ -157,6 +160,45 @@ def validate_scale_out(config: dict) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
             raise ValueError(f"resources.{key} must be a number >= 0 or null, got {value!r}")
 
+# %% ../../nbs/521_train_config.ipynb #505a556c
+def _number_in(value, low: float, high: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and low < value <= high
+
+def validate_server(config: dict) -> None:
+    """The `world_model.server` section and the world-model layout it implies: its command, port, GPU share and start-up
+    timeout; with `launch`, the options the server now owns (its address, its GPU share); without it, no in-process
+    vLLM judge beside TRL's colocated vLLM engine."""
+    section, trl = config["world_model"], config["trl"]
+    server, options = section["server"], section["options"] or {}
+    if not isinstance(server["launch"], bool):
+        raise ValueError(f"world_model.server.launch must be true or false, got {server['launch']!r}")
+    command = server["command"]
+    if command is not None and (not isinstance(command, list) or not command or not all(
+            isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in command)):
+        raise ValueError(f"world_model.server.command must be null (vllm serve) or a non-empty list of strings, got {command!r}")
+    if isinstance(server["port"], bool) or not isinstance(server["port"], int) or not 0 <= server["port"] <= 65535:
+        raise ValueError(f"world_model.server.port must be an int in [0, 65535] (0: a free port), got {server['port']!r}")
+    if not _number_in(server["gpu_memory_utilization"], 0, 1):
+        raise ValueError(f"world_model.server.gpu_memory_utilization must be in (0, 1], got {server['gpu_memory_utilization']!r}")
+    if not _number_in(server["startup_timeout_s"], 0, float("inf")):
+        raise ValueError(f"world_model.server.startup_timeout_s must be a number > 0, got {server['startup_timeout_s']!r}")
+    if not server["launch"]:
+        if section["backend"] == "vllm" and trl.get("use_vllm") and trl.get("vllm_mode", "colocate") == "colocate":
+            raise ValueError("world_model.backend=vllm beside TRL's colocated vLLM engine is two engines in one process, "
+                             "which vLLM refuses: use backend http with world_model.server.launch=true (as the GPU configs do)")
+        return
+    if section["backend"] != "http":
+        raise ValueError(f"world_model.server.launch=true serves the world model over HTTP, but world_model.backend is "
+                         f"{section['backend']!r}: set the backend to http, or world_model.server.launch=false")
+    if "base_url" in options:
+        raise ValueError("world_model.options.base_url is the launched server's address, which the kit sets: drop it, or "
+                         "set world_model.server.launch=false to use a server of your own")
+    if "gpu_memory_utilization" in (options.get("engine_kwargs") or {}):
+        raise ValueError("a launched server's GPU share is world_model.server.gpu_memory_utilization (what --plan bills), "
+                         "not world_model.options.engine_kwargs.gpu_memory_utilization")
+    if command is None and not (section["model"] or config["model"]["path"]):
+        raise ValueError("`vllm serve` needs a model: set model.path or world_model.model (or world_model.server.command)")
+
 # %% ../../nbs/521_train_config.ipynb #7b3311a7
 def validate_config(config: dict) -> None:
     "Clear errors for values that cannot work (the `trl` section is checked by `grpo_config`)."
@@ -187,6 +229,7 @@ def validate_config(config: dict) -> None:
     if config["model"]["random_init"] and not config["model"]["architecture"]:
         raise ValueError("model.random_init needs model.architecture (a file in reproductions/configs/models)")
     validate_scale_out(config)
+    validate_server(config)
 
 # %% ../../nbs/521_train_config.ipynb #f9273980
 def config_path(name_or_path: str | os.PathLike) -> Path:

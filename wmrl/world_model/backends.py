@@ -9,101 +9,29 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..core.settings import error_line
-from .prompts import CheckPrompt, FewShotExample, build_prompts
+from .llm import LLMWorldModel, ScriptedWorldModel, combine_samples
+from .prompts import CheckPrompt
 from .static import StaticWorldModel
-from .verdicts import CHECKS, VERDICT_SCHEMA, Verdict, aggregate, parse_verdict, syntax_error_of
+from .verdicts import VERDICT_SCHEMA
 
 log = logging.getLogger("wmrl.world_model.backends")
+_all_ = ["LLMWorldModel", "ScriptedWorldModel", "combine_samples"]  # nbs/335_llm: importable from here as before
 
 # %% auto #0
-__all__ = ['log', 'CHAT_TEMPLATE_KWARGS', 'BACKENDS', 'combine_samples', 'LLMWorldModel', 'ScriptedWorldModel',
-           'resolve_dtype_device', 'TransformersWorldModel', 'tiny_random_model', 'smollm2_path', 'VLLMWorldModel',
-           'expand_model_path', 'pinned_device', 'HTTPWorldModel', 'parse_chat_response', 'get_world_model',
-           'cli_predict']
-
-# %% ../../nbs/340_backends.ipynb #d6eb5dab
-def combine_samples(samples: Sequence[Verdict]) -> Verdict:
-    "One verdict from n samples of the same check (majority; ties -> pass)."
-    if not samples: raise ValueError("combine_samples needs at least one sample")
-    checks = {s.check for s in samples}
-    if len(checks) != 1: raise ValueError(f"samples of different checks: {sorted(checks)}")
-    if len(samples) == 1: return samples[0]
-    fails = [s for s in samples if s.failed]
-    majority = fails if len(fails) > len(samples) / 2 else [s for s in samples if not s.failed]
-    confidence = sum(s.confidence for s in majority) / len(majority) * len(majority) / len(samples)
-    first = majority[0]
-    buckets = Counter(s.quality for s in majority if s.quality)
-    fallback = first.fallback if all(s.fallback for s in samples) else None
-    return Verdict(first.check, first.verdict, confidence, first.error_type, first.line, first.feedback, first.reason,
-                   buckets.most_common(1)[0][0] if buckets else "", first.position, fallback, first.repairs)
-
-# %% ../../nbs/340_backends.ipynb #a828469e
-class LLMWorldModel:
-    "Base class of the LLM backends: prompts -> generate -> parse -> aggregate, batched over jobs × checks."
-    name = "llm"
-
-    def __init__(self, n_samples: int = 1, min_confidence: float = 0.5, fewshot: Sequence[FewShotExample] = (),
-                 checks: Sequence[str] = CHECKS):
-        if not isinstance(n_samples, int) or n_samples < 1: raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-        unknown = [c for c in checks if c not in CHECKS]
-        if unknown: raise ValueError(f"unknown checks {unknown}")
-        self.n_samples, self.min_confidence, self.fewshot, self.checks = n_samples, min_confidence, tuple(fewshot), tuple(checks)
-        self.stats = Counter()
-
-    def generate(self, prompts: Sequence[CheckPrompt]) -> list:
-        raise NotImplementedError("an LLM backend implements generate(prompts) -> [[text, ...] per prompt]")
-
-    def verdicts(self, jobs: Sequence[tuple]) -> list:
-        "Per job, the list of combined verdicts (empty for code that does not compile)."
-        prompts, owners = [], []
-        for index, (task, code) in enumerate(jobs):
-            if not isinstance(code, str): raise TypeError(f"job {index}: code must be a str, got {type(code).__name__}")
-            if syntax_error_of(code) is not None: continue
-            for prompt in build_prompts(task, code, self.checks, self.fewshot):
-                prompts.append(prompt)
-                owners.append(index)
-        started = time.perf_counter()
-        outputs = self.generate(prompts) if prompts else []
-        self.stats["generate_s"] += time.perf_counter() - started
-        if len(outputs) != len(prompts): raise RuntimeError(f"{self.name}: {len(outputs)} outputs for {len(prompts)} prompts")
-        per_job = [[] for _ in jobs]
-        for prompt, owner, texts in zip(prompts, owners, outputs):
-            samples = [parse_verdict(t, prompt.check) for t in (texts or [None])]
-            self.stats.update(f"fallback_{s.fallback}" for s in samples if s.fallback)
-            per_job[owner].append(combine_samples(samples))
-        self.stats["prompts"] += len(prompts)
-        return per_job
-
-    def predict(self, jobs: Sequence[tuple]) -> list:
-        "One Prediction per (task, code) job."
-        jobs = list(jobs)
-        for job in jobs:
-            if not (isinstance(job, tuple) and len(job) == 2): raise TypeError(f"each job must be a (task, code) pair, got {job!r:.60}")
-        return [aggregate(v, code=code, min_confidence=self.min_confidence) for v, (_, code) in zip(self.verdicts(jobs), jobs)]
-
-# %% ../../nbs/340_backends.ipynb #d560d0e2
-class ScriptedWorldModel(LLMWorldModel):
-    "An LLM backend whose 'model' is a Python function prompt -> text (for tests and teaching; not a predictor)."
-    name = "scripted"
-
-    def __init__(self, respond, **kwargs):
-        super().__init__(**kwargs)
-        if not callable(respond): raise TypeError("respond must be callable: CheckPrompt -> str")
-        self.respond = respond
-
-    def generate(self, prompts):
-        return [[self.respond(p) for _ in range(self.n_samples)] for p in prompts]
+__all__ = ['log', 'CHAT_TEMPLATE_KWARGS', 'BACKENDS', 'resolve_dtype_device', 'TransformersWorldModel', 'tiny_random_model',
+           'smollm2_path', 'VLLMWorldModel', 'expand_model_path', 'pinned_device', 'HTTPWorldModel',
+           'parse_chat_response', 'get_world_model', 'cli_predict', 'LLMWorldModel', 'ScriptedWorldModel',
+           'combine_samples']
 
 # %% ../../nbs/340_backends.ipynb #d5d1a182
 def resolve_dtype_device(dtype: str, device: str, cuda: bool) -> tuple[str, str]:
@@ -287,7 +215,7 @@ class HTTPWorldModel(LLMWorldModel):
     def __init__(self, base_url: str | None = None, model: str | None = None, temperature: float = 0.7,
                  max_tokens: int = 512, timeout_s: float = 120.0, workers: int = 16, retries: int = 2,
                  schema_field: str = "response_format", top_p: float | None = None, seed: int | None = None,
-                 engine_kwargs: dict | None = None, **kwargs):
+                 engine_kwargs: dict | None = None, sleep: bool = False, server=None, **kwargs):
         super().__init__(**kwargs)
         if engine_kwargs:  # the same config as the in-process vLLM backend: these belong to the server
             log.warning("http backend: engine_kwargs %s are ignored here; pass them to `vllm serve`", sorted(engine_kwargs))
@@ -302,6 +230,9 @@ class HTTPWorldModel(LLMWorldModel):
         self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
         self.workers, self.retries, self.schema_field = workers, retries, schema_field
         self.top_p, self.seed = top_p, seed
+        self.sleep = sleep    # vLLM's sleep mode: /wake_up before a batch, /sleep after (the server runs in dev mode)
+        self.server = server  # the launched server process (nbs/346_server), if the kit started it: its death is an error
+        self.unanswered = []  # indices of the last batch's prompts whose every request failed
 
     def request_body(self, prompt: CheckPrompt) -> dict:
         body = {"model": self.model, "messages": prompt.messages(), "n": self.n_samples, "temperature": self.temperature,
@@ -326,6 +257,7 @@ def parse_chat_response(payload: dict, n: int) -> list:
     return texts + [None] * (n - len(texts))
 
 def _post(self, prompt):
+    "n texts for one prompt; None when every attempt failed in transport (timeout, refused, 5xx), not a bad answer."
     data = json.dumps(self.request_body(prompt)).encode()
     for attempt in range(self.retries + 1):
         try:
@@ -334,16 +266,47 @@ def _post(self, prompt):
                 return parse_chat_response(json.loads(response.read()), self.n_samples)
         except (urllib.error.URLError, OSError, json.JSONDecodeError, ValueError) as err:
             self.stats["http_errors"] += 1
-            if attempt == self.retries:
-                print(f"wmrl http world model: giving up on a request: {err}", file=sys.stderr)
-                return [None] * self.n_samples
+            dead = self.server is not None and not self.server.alive()  # no retry can reach a process that has exited
+            if attempt == self.retries or dead:
+                if not dead: print(f"wmrl http world model: giving up on a request: {err}", file=sys.stderr)
+                return None
             time.sleep(0.2 * 2**attempt)
 
-def _http_generate(self, prompts):
-    with ThreadPoolExecutor(self.workers) as pool: return list(pool.map(self._post, prompts))
+def _control(self, route: str) -> None:
+    "POST a server-level route (vLLM's /sleep?level=1, /wake_up); a failure is an error: the engine's state is unknown."
+    root = self.base_url.removesuffix("/v1")
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{root}{route}", b"", method="POST"), timeout=self.timeout_s).close()
+    except (urllib.error.URLError, OSError) as err:
+        if self.server is not None: self.server.raise_if_dead()
+        raise RuntimeError(f"http world model: POST {root}{route} failed: {err}") from None
 
-HTTPWorldModel._post = _post
-HTTPWorldModel.generate = _http_generate
+def _http_generate(self, prompts):
+    if self.sleep: self._control("/wake_up")
+    try:
+        with ThreadPoolExecutor(self.workers) as pool: answers = list(pool.map(self._post, prompts))
+    finally:
+        if self.sleep and (self.server is None or self.server.alive()): self._control("/sleep?level=1")
+    self.unanswered = [i for i, texts in enumerate(answers) if texts is None]
+    if self.unanswered:
+        self.stats["unanswered"] += len(self.unanswered)
+        if self.server is not None: self.server.raise_if_dead()  # a dead server is a clear error, never a silent reward
+    return [[None] * self.n_samples if texts is None else texts for texts in answers]
+
+def _http_predict(self, jobs):
+    """One Prediction per job; a job with a check that got no answer at all (the server was unreachable or timed out
+    every attempt) has score NaN: ungraded (TaskScorer passes it on as None), never the fallback passes' reward."""
+    predictions = LLMWorldModel.predict(self, jobs)
+    for index in sorted({self.last_owners[i] for i in self.unanswered}):
+        lost = predictions[index]
+        lost.score, lost.confidence = math.nan, 0.0
+        lost.feedback = lost.feedback or "the world model did not answer (see http_errors)"
+    self.stats["ungraded"] += len({self.last_owners[i] for i in self.unanswered})
+    self.unanswered = []
+    return predictions
+
+HTTPWorldModel._post, HTTPWorldModel._control = _post, _control
+HTTPWorldModel.generate, HTTPWorldModel.predict = _http_generate, _http_predict
 
 # %% ../../nbs/340_backends.ipynb #bc40bdd4
 BACKENDS = ("static", "transformers", "vllm", "http")
