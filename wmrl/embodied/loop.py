@@ -23,8 +23,8 @@ from .sim import HELDOUT_TASKS, TRAIN_TASKS, EnvPool, Rollouts, concat_rollouts,
 
 # %% auto #0
 __all__ = ['ARMS', 'ARM_OF_METHOD', 'ANCHOR_REWARDS', 'WORLD_MODELS', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_POLICY_SEED', 'WM_KNOBS',
-           'SFT_KNOBS', 'EmbodiedConfig', 'correction_config', 'arm_of', 'embodied_config', 'anchor_reward_mode',
-           'anchor_reward_advantages', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of',
+           'SFT_KNOBS', 'EmbodiedConfig', 'anchor_reward_mode', 'anchor_reward_advantages', 'correction_config',
+           'arm_of', 'embodied_config', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of',
            'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
 
 # %% ../../nbs/640_loop.ipynb #2ddac64c
@@ -105,6 +105,39 @@ class EmbodiedConfig:
     def tasks(self) -> tuple:
         return tuple(self.train_tasks) + tuple(self.heldout_tasks)
 
+# %% ../../nbs/640_loop.ipynb #64906f3e
+def anchor_reward_mode(method: str, anchor_reward: str) -> str:
+    "The mode a method trains with: the knob's for a method that calibrates, else 'sparse' (the core's own rewards)."
+    spec = METHOD_SPECS[method]
+    return anchor_reward if spec.debias and not spec.rectify else "sparse"
+
+def anchor_reward_advantages(corrector: WMRLCorrector, result: CorrectionResult, group_ids, predicted, real,
+                             anchor_reward: str = "calib", mix_weight: float = 2.0, categories=None) -> dict:
+    """The rewards and per-row loss coefficients of one step under `anchor_reward`, from `corrector.correct`'s result
+    (which has already pushed the anchors' pairs and refitted the map): calib and mix re-form the rewards from the
+    calibrated progress and take no anchor weight; sparse keeps the core's, without the weight when every group is an
+    anchor (a uniform weight is only a larger step). Returns rewards, advantages (what multiplies each row's loss),
+    the anchor weight applied, and the mode. `categories`: the labels `correct()` got (per-task maps)."""
+    if anchor_reward not in ANCHOR_REWARDS:
+        raise ValueError(f"anchor_reward must be one of {ANCHOR_REWARDS}, got {anchor_reward!r}")
+    mode, anchors = anchor_reward_mode(corrector.config.method, anchor_reward), result.anchor_rows
+    every = bool(len(anchors)) and bool(anchors.all())
+    if mode == "sparse":
+        if every and result.coefficients is None:  # the weight dropped: every row is an anchor's
+            return {"rewards": result.rewards, "advantages": np.where(result.mask, result.advantages, 0.0),
+                    "anchor_weight": 1.0, "mode": mode}
+        return {"rewards": result.rewards, "advantages": result.weighted_advantages,
+                "anchor_weight": float(result.stats.get("anchor_weight", float("nan"))), "mode": mode}
+    c = corrector.config
+    labels = read_categories(categories, len(anchors))
+    calibrated = corrector.debiaser.apply(np.asarray(predicted, float), labels, c.ties)  # f after this step's pairs
+    rewards = calibrated if mode == "calib" else np.where(anchors, (mix_weight * np.asarray(real, float) + calibrated)
+                                                          / (1 + mix_weight), calibrated)
+    codes, keys = factorize_groups(list(group_ids))
+    adv = advantages_from_codes(rewards, codes, len(keys), c.scale, c.eps, int(c.min_graded))
+    return {"rewards": rewards, "advantages": np.where(adv.mask, adv.advantages, 0.0), "anchor_weight": 1.0, "mode": mode}
+
+
 # %% ../../nbs/640_loop.ipynb #9326efa9
 def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
     "The correction step's knobs for this run (the miniature's warm-ups are scaled to its few anchor pairs)."
@@ -154,39 +187,6 @@ def embodied_config(params: dict) -> dict:
     config = EmbodiedConfig.from_dict(params)
     correction_config(config), arm_of(config)  # validate now, before a run folder is written
     return config.to_dict()
-
-# %% ../../nbs/640_loop.ipynb #64906f3e
-def anchor_reward_mode(method: str, anchor_reward: str) -> str:
-    "The mode a method trains with: the knob's for a method that calibrates, else 'sparse' (the core's own rewards)."
-    spec = METHOD_SPECS[method]
-    return anchor_reward if spec.debias and not spec.rectify else "sparse"
-
-def anchor_reward_advantages(corrector: WMRLCorrector, result: CorrectionResult, group_ids, predicted, real,
-                             anchor_reward: str = "calib", mix_weight: float = 2.0, categories=None) -> dict:
-    """The rewards and per-row loss coefficients of one step under `anchor_reward`, from `corrector.correct`'s result
-    (which has already pushed the anchors' pairs and refitted the map): calib and mix re-form the rewards from the
-    calibrated progress and take no anchor weight; sparse keeps the core's, without the weight when every group is an
-    anchor (a uniform weight is only a larger step). Returns rewards, advantages (what multiplies each row's loss),
-    the anchor weight applied, and the mode. `categories`: the labels `correct()` got (per-task maps)."""
-    if anchor_reward not in ANCHOR_REWARDS:
-        raise ValueError(f"anchor_reward must be one of {ANCHOR_REWARDS}, got {anchor_reward!r}")
-    mode, anchors = anchor_reward_mode(corrector.config.method, anchor_reward), result.anchor_rows
-    every = bool(len(anchors)) and bool(anchors.all())
-    if mode == "sparse":
-        if every and result.coefficients is None:  # the weight dropped: every row is an anchor's
-            return {"rewards": result.rewards, "advantages": np.where(result.mask, result.advantages, 0.0),
-                    "anchor_weight": 1.0, "mode": mode}
-        return {"rewards": result.rewards, "advantages": result.weighted_advantages,
-                "anchor_weight": float(result.stats.get("anchor_weight", float("nan"))), "mode": mode}
-    c = corrector.config
-    labels = read_categories(categories, len(anchors))
-    calibrated = corrector.debiaser.apply(np.asarray(predicted, float), labels, c.ties)  # f after this step's pairs
-    rewards = calibrated if mode == "calib" else np.where(anchors, (mix_weight * np.asarray(real, float) + calibrated)
-                                                          / (1 + mix_weight), calibrated)
-    codes, keys = factorize_groups(list(group_ids))
-    adv = advantages_from_codes(rewards, codes, len(keys), c.scale, c.eps, int(c.min_graded))
-    return {"rewards": rewards, "advantages": np.where(adv.mask, adv.advantages, 0.0), "anchor_weight": 1.0, "mode": mode}
-
 
 # %% ../../nbs/640_loop.ipynb #a29d425a
 def _key(config: EmbodiedConfig, names) -> str:
