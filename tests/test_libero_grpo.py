@@ -119,17 +119,24 @@ def test_the_models_real_classes_on_rendered_scenes_run_through_the_template(tmp
     assert saved and all("lora_" in name for name in saved)  # the checkpoint holds the adapters, not the frozen 1B
 
 
-def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_service(capsys, tmp_path):
-    """docs/gpu.md's LIBERO-Long command, its shell variables filled in: every knob parses and validates, the real mode's
-    requirements and the tasks' names included, and it stops at the progress service, which does not answer here."""
+@pytest.mark.parametrize("arm", ["wmrl", "grpo_real"])
+def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_service(capsys, tmp_path, arm):
+    """docs/gpu.md's LIBERO-Long commands (both arms, the release's protocol), shell variables filled in: every knob parses
+    and validates, the real mode's requirements and the tasks' names included, and each stops at the progress service,
+    which does not answer here."""
     import re
     import shlex
 
     from wmrl.embodied.libero import suite_tasks
     from wmrl.embodied.libero_grpo import cli_reproduce_libero
     text = (Path(__file__).resolve().parent.parent / "docs" / "gpu.md").read_text()
-    start = text.index(".venv/bin/wmrl reproduce libero --out runs/libero_long_wmrl")
-    command = re.sub(r"\\\n\s*", " ", text[start:text.index("\n   ```", start)])
+    start = text.index(f".venv/bin/wmrl reproduce libero --out runs/libero_long_{arm} ")
+    command = re.sub(r"\\\n\s*", " ", text[start:text.index("--eval-inits $(seq 16 49)", start) + len("--eval-inits $(seq 16 49)")])
+    release = {"--method": arm, "--anchor-fraction": "1.0", "--groups": "1", "--rollouts": "8", "--lora-rank": "16",
+               "--lora-alpha": "32", "--rows-per-rollout": "12", "--grad-clip": "1.0", "--temperature": "1.0", "--lr": "1e-5",
+               "--anchor-reward": "calib" if arm == "wmrl" else "sparse"}  # the release's protocol, spelt out in each command
+    words = command.split()
+    assert {k: words[words.index(k) + 1] for k in release} == release
     command = command.replace("$TASKS", " ".join(t.name for t in suite_tasks("libero_10")))
     command = re.sub(r"\$\(seq (\d+) (\d+)\)", lambda m: " ".join(map(str, range(int(m[1]), int(m[2]) + 1))), command)
     from wmrl.embodied.prismatic import random_prismatic_state, write_prismatic_run, write_tiny_qwen_tokenizer
@@ -230,3 +237,30 @@ def test_a_checkpoint_resumes_only_its_own_run(tmp_path):
     with pytest.raises(ValueError, match="another run's.*'method': 'wmrl'"):
         run_libero(LiberoRunConfig(**small, method="grpo_real"), tmp_path, progress=False)
     assert run_libero(LiberoRunConfig(**{**small, "steps": 2}), tmp_path, progress=False)["log"][-1]["step"] == 1  # more steps resume
+
+
+@pytest.mark.parametrize("mode", ["calib", "mix", "sparse"])
+def test_each_anchor_reward_mode_runs_the_template_in_the_releases_regime(tmp_path, mode):
+    """The papermill template with the models' real classes (tiny-vla with LoRA r 16 / alpha 32, tiny-robometer) on a
+    rendered Meta-World scene, every group an anchor, for each anchor_reward: each step logs its mode and no anchor
+    weight, 12 rows drawn a rollout at most, the gradient clipped, and both evaluations record their decoding."""
+    pytest.importorskip("peft")
+    pytest.importorskip("metaworld")
+    out = tmp_path / mode
+    done = subprocess.run([sys.executable, "-m", "wmrl.cli", "reproduce", "libero", "--out", str(out), "--steps", "2",
+                           "--dry-run", "--groups", "1", "--rollouts", "2", "--max-steps", "14", "--eval-inits", "40",
+                           "--policy", "tiny-vla", "--scenes", "reach-v3", "--progress-model", "tiny-robometer",
+                           "--anchor-fraction", "1.0", "--anchor-reward", mode, "--no-progress"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    config = summary["config"]
+    assert (config["anchor_reward"], config["lora_rank"], config["lora_alpha"], config["rows_per_rollout"],
+            config["grad_clip"]) == (mode, 16, 32.0, 12, 1.0)  # the release's knobs are the defaults
+    for row in summary["log"]:
+        assert (row["anchor_reward"], row["anchor_weight"], row["anchor_groups"]) == (mode, 1.0, 1)
+        assert row["rows"] <= 2 * 14 and row["rows_trained"] <= 2 * 12  # 12 of each rollout's (up to) 14 ticks at most
+        assert row["rows_trained"] == 0 or row["grad_norm"] == row["grad_norm"]  # a trained step logs its norm
+    assert (summary["eval"]["decoding"], summary["eval"]["temperature"], summary["eval"]["episodes_per_init"]) == ("sampled", 1.0, 2)
+    assert (summary["eval_greedy"]["decoding"], summary["eval_greedy"]["temperature"],
+            summary["eval_greedy"]["episodes_per_init"]) == ("greedy", 0.0, 1)

@@ -16,6 +16,7 @@ import numpy as np
 from ..core.correction import CorrectionConfig, WMRLCorrector
 from ..core.settings import error_line
 from .env_workers import FakeLiberoEnv, fake_init_states, instruction, per_task, scene_batch, scene_spec
+from .loop import ANCHOR_REWARDS, anchor_reward_advantages
 from .libero import ProgressAdapter, decode_action_tokens, resolve_unnorm_key, suite_tasks, vla_prompt
 from .reward_service import checked_predict
 from .sft import load_sft, refuse_other_run, run_knobs, save_atomic
@@ -23,7 +24,7 @@ from .vector_env import run_lockstep
 
 # %% auto #0
 __all__ = ['RESUME_KEYS', 'EVAL_KEYS', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress', 'LiberoRunConfig',
-           'libero_grpo_step', 'evaluate', 'run_libero', 'cli_reproduce_libero']
+           'sample_rows', 'libero_grpo_step', 'evaluate', 'run_libero', 'cli_reproduce_libero']
 
 # %% ../../nbs/656_libero_grpo.ipynb #a55259f0
 def tiny_vla(seed: int = 0, vocab_size: int = 32_064):
@@ -95,7 +96,13 @@ class LiberoRunConfig:
     scenes: str = ""  # "": the point stand-in; a Meta-World task (pick-place-v3); robosuite:Lift, libero:SUITE/TASK
     env_python: str = ""  # the interpreter of robosuite: and libero: scenes; "": .venv/libero (make setup-embodied)
     progress_model: str = "frames"  # "frames": the point stand-in's geometry; or a vla_model arch (tiny-robometer, robometer-4b)
-    lora_rank: int = 8  # LoRA rank of a vla_model policy (0: full fine-tuning)
+    lora_rank: int = 16  # LoRA rank of a vla_model policy (0: full fine-tuning); the release's train_grpo.py: 16
+    lora_alpha: float = 32.0  # LoRA alpha, the adapters' scale alpha / rank (the release: 32)
+    anchor_reward: str = "calib"  # what an anchor group trains on (ANCHOR_REWARDS; the release's default: calib)
+    mix_weight: float = 2.0  # w of anchor_reward="mix": (w * success + f(progress)) / (1 + w) (the release: 2.0)
+    rows_per_rollout: int = 12  # action-token rows an update draws from each rollout's ticks (the release: 12; 0: all)
+    grad_clip: float = 1.0  # the gradient's global norm is clipped to this before each step (the release: 1.0; 0: none)
+    eval_greedy: bool = True  # also evaluate greedily, one episode an init (openvla-mini's protocol), beside Table 3's sampled one
     frame_px: int = 64  # rendered frame side of the scenes (LIBERO renders 256)
     device: str = "cpu"  # where the models run (cuda on a GPU box: bf16 there)
     progress_url: str = ""  # a progress-model service speaking Robometer's protocol (replaces progress_model when set)
@@ -114,6 +121,10 @@ class LiberoRunConfig:
         for name in ("steps", "groups", "rollouts", "max_steps", "micro_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.anchor_reward not in ANCHOR_REWARDS:
+            raise ValueError(f"anchor_reward must be one of {ANCHOR_REWARDS}, got {self.anchor_reward!r}")
+        if self.rows_per_rollout < 0 or self.grad_clip < 0 or self.mix_weight < 0:
+            raise ValueError("rows_per_rollout, grad_clip and mix_weight must be >= 0 (0 rows: every tick; 0 clip: none)")
         if not self.eval_inits or not all(0 <= i < 50 for i in [*self.eval_inits, *self.id_eval_inits]):
             raise ValueError("eval_inits must name at least one init state, and every evaluated init must be in [0, 50)")
         vlas, judges = [k for k, a in ARCHS.items() if "dino" in a], [k for k, a in ARCHS.items() if "vision_config" in a]
@@ -169,7 +180,7 @@ def _setup(config: LiberoRunConfig) -> dict:
     else:
         model = tiny_vla(config.seed) if config.policy == "text" else vm.build(config.policy, config.device, dtype)
     if config.policy != "text" and config.lora_rank:
-        model = vm.with_lora(model, config.lora_rank)
+        model = vm.with_lora(model, config.lora_rank, config.lora_alpha)
     in_process = config.progress_model != "frames" and not config.progress_url
     judge = vm.build(config.progress_model, config.device, dtype).eval() if in_process else None
     correction = CorrectionConfig(method=config.method, anchor_fraction=config.anchor_fraction, seed=config.seed)
@@ -194,14 +205,16 @@ def _envs(state: dict, config: LiberoRunConfig, tasks: list[str]):
         state["envs"].append(make(config.scenes)())
     return state["envs"][:len(tasks)]
 
-def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep: bool = True):
-    "The policy's act(observations, active): the text stand-in's sampler, or the VLA's batched image sampler."
+def _sampler(state: dict, config: LiberoRunConfig, instructions, seed: int, keep: bool = True,
+             temperature: float | None = None):
+    "The policy's act(observations, active): the text stand-in's sampler, or the VLA's; at T (None: the training T)."
     from wmrl.embodied.vla_model import VLASampler
+    temperature = config.temperature if temperature is None else temperature  # 0: greedy
     if config.policy == "text":
-        return TokenSampler(state["model"], instructions, config.temperature, seed)
+        return TokenSampler(state["model"], instructions, temperature, seed)
     from wmrl.embodied.prismatic import policy_prompts
     prompts = policy_prompts(instructions, state["model"].arch, config.tokenizer)  # no tokenizer: bytes, a stand-in
-    return VLASampler(state["model"], prompts, config.temperature, seed, config.device, state["dtype"], state["unnorm"], keep)
+    return VLASampler(state["model"], prompts, temperature, seed, config.device, state["dtype"], state["unnorm"], keep)
 
 def _groups(config: LiberoRunConfig, step: int) -> list[tuple[str, int]]:
     "The step's (task, init) groups, drawn from the training inits by (seed, step): a resumed run draws the same."
@@ -229,6 +242,17 @@ def _update_batch(state: dict, config: LiberoRunConfig, rows) -> tuple[tuple, di
         tensors = (*tensors[:3], None)
     return tensors, extra
 
+# %% ../../nbs/656_libero_grpo.ipynb #05e502f9
+def sample_rows(episodes, k: int, rng: np.random.Generator) -> np.ndarray:
+    "Indices of at most k rows of each episode (rows in order of `episodes`), drawn without replacement; k=0: all."
+    episodes = np.asarray(episodes)
+    if k == 0:
+        return np.arange(len(episodes))
+    picked = [rng.choice(rows, min(k, len(rows)), replace=False) for rows in
+              (np.flatnonzero(episodes == e) for e in np.unique(episodes))]
+    return np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=int)
+
+
 # %% ../../nbs/656_libero_grpo.ipynb #4a267489
 def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
     "Play, score, correct and update once; returns the step's log row (seconds per component included)."
@@ -245,23 +269,35 @@ def libero_grpo_step(state: dict, config: LiberoRunConfig, step: int) -> dict:
     seconds["episodes"], started = time.perf_counter() - started, time.perf_counter()
     predicted = ProgressAdapter(state["predict"]).score(frames, instructions)["reward"]
     seconds["world_model"], started = time.perf_counter() - started, time.perf_counter()
-    result = state["corrector"].correct(np.repeat(keys, G), predicted, np.where(anchors, success, np.nan))
-    weight = result.weighted_advantages
-    rows = [r for r in sampler.rows if weight[r[0]] != 0]  # rows that move the loss
+    real = np.where(anchors, success, np.nan)
+    result = state["corrector"].correct(np.repeat(keys, G), predicted, real)
+    trained = anchor_reward_advantages(state["corrector"], result, np.repeat(keys, G), predicted, real,
+                                       config.anchor_reward, config.mix_weight)
+    state["last_step"] = {"predicted": predicted, "success": success, **trained}  # kept for inspection and tests
+    weight = trained["advantages"]  # what each episode's rows carry
+    drawn = sample_rows([r[0] for r in sampler.rows], config.rows_per_rollout, np.random.default_rng([config.seed, step, 7]))
+    rows = [sampler.rows[j] for j in drawn if weight[sampler.rows[j][0]] != 0]  # drawn rows that move the loss
+    grad_norm = float("nan")
     if rows:
+        import torch
         tensors, extra = _update_batch(state, config, rows)
         loss = accumulate_step(state["model"], *tensors, weight[[r[0] for r in rows]], config.micro_batch,
                                config.temperature, config.clip, **extra)
+        if config.grad_clip > 0:  # the norm before clipping is logged
+            trainable = [p for p in state["model"].parameters() if p.requires_grad]
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, config.grad_clip))
         state["optimiser"].step()
         state["optimiser"].zero_grad()
     seconds["update"] = time.perf_counter() - started
     return {"step": step, "train_success": float(success.mean()), "anchor_groups": int(anchors.sum() // G),
             "rows": len(sampler.rows), "rows_trained": len(rows), "loss": float(loss) if rows else 0.0,
+            "anchor_reward": trained["mode"], "anchor_weight": trained["anchor_weight"], "grad_norm": grad_norm,
             "seconds": seconds, "stats": {k: v for k, v in result.stats.items() if isinstance(v, (int, float, bool))}}
 
 # %% ../../nbs/656_libero_grpo.ipynb #82bbd04d
 RESUME_KEYS = ("suite", "tasks", "train_inits", "groups", "rollouts", "max_steps", "temperature", "clip", "method",
-               "anchor_fraction", "seed", "policy", "scenes", "lora_rank", "policy_checkpoint", "tokenizer", "vq_dir")
+               "anchor_fraction", "seed", "policy", "scenes", "lora_rank", "policy_checkpoint", "tokenizer", "vq_dir",
+               "anchor_reward", "mix_weight", "lora_alpha")
 
 # what makes a run this run (steps may grow, lr and the service may move): another method or seed would resume this
 # one's corrector and adapters
@@ -286,28 +322,31 @@ def _load(state: dict, path: Path, config: LiberoRunConfig) -> None:
 
 # %% ../../nbs/656_libero_grpo.ipynb #ddd3c141
 EVAL_KEYS = ("tasks", "eval_inits", "id_eval_inits", "rollouts", "max_steps", "temperature", "seed", "policy", "scenes",
-             "frame_px", "lora_rank", "progress_model", "progress_url", "policy_checkpoint", "tokenizer", "vq_dir")
+             "frame_px", "lora_rank", "lora_alpha", "progress_model", "progress_url", "policy_checkpoint", "tokenizer", "vq_dir")
 
-def _eval_tag(state: dict, config: LiberoRunConfig) -> str:
+def _eval_tag(state: dict, config: LiberoRunConfig, greedy: bool = False) -> str:
     "The step and a hash of every knob an evaluation's outcome depends on: another evaluation never reads these files."
     import hashlib
     knobs = json.dumps({k: getattr(config, k) for k in EVAL_KEYS}, sort_keys=True)
-    return f"step{state['step']}_{hashlib.sha1(knobs.encode()).hexdigest()[:10]}"
+    return f"step{state['step']}_{hashlib.sha1(knobs.encode()).hexdigest()[:10]}" + ("_greedy" if greedy else "")
 
-def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> dict:
+def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None, greedy: bool = False) -> dict:
     """Table 3's columns: G episodes of every (task, init) in lockstep, ID on `id_eval_inits`, OOD on `eval_inits`, at the
-    training temperature; each (task, split) saved under out/eval as it finishes, so a killed evaluation resumes."""
+    training temperature; each (task, split) saved under out/eval as it finishes, so a killed evaluation resumes.
+    `greedy`: one episode an init at temperature 0, openvla-mini's protocol. The result names its decoding."""
     from wmrl.embodied.loop import table3_row
-    G, success, split, key = config.rollouts, [], [], []
+    G, success, split, key = 1 if greedy else config.rollouts, [], [], []
+    temperature = 0.0 if greedy else config.temperature
     for t, task in enumerate(config.tasks):
         for s, inits in ((0, config.id_eval_inits), (1, config.eval_inits)):
-            rows, done = [i for i in inits for _ in range(G)], out and out / "eval" / f"{_eval_tag(state, config)}_{t}_{s}.json"
+            rows, done = [i for i in inits for _ in range(G)], out and out / "eval" / f"{_eval_tag(state, config, greedy)}_{t}_{s}.json"
             if not rows:
                 continue
             if done and done.is_file():
                 ok = json.loads(done.read_text())
             else:
-                act = _sampler(state, config, [instruction(config.scenes, task)] * len(rows), seed=10**6 + config.seed + 7919 * t + s, keep=False)
+                act = _sampler(state, config, [instruction(config.scenes, task)] * len(rows), seed=10**6 + config.seed + 7919 * t + s,
+                               keep=False, temperature=temperature)
                 ok = []  # an init's G episodes at a time: G scenes alive, not inits x G
                 for c in range(0, len(rows), G):
                     ok += run_lockstep(_envs(state, config, [task] * G), state["inits"][rows[c:c + G]], act, config.max_steps)[0].tolist()
@@ -318,7 +357,8 @@ def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None) -> d
     success, split = np.array(success, float), np.array(split)
     ood = success[split == 1].reshape(-1, G)
     return {"table3": table3_row(success, split, np.array(key), [0], [1]), "success": float(ood.mean()),
-            "best_at_G": float(ood.max(1).mean()), "episodes": int(ood.size)}
+            "best_at_G": float(ood.max(1).mean()), "episodes": int(ood.size),
+            "decoding": "greedy" if greedy else "sampled", "temperature": temperature, "episodes_per_init": G}
 
 # %% ../../nbs/656_libero_grpo.ipynb #4d09b5ad
 def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
@@ -336,6 +376,7 @@ def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
             state["step"] = step + 1
             _save(state, checkpoint, config)
         summary = {"config": asdict(config), "log": state["log"], "eval": evaluate(state, config, out),
+                   **({"eval_greedy": evaluate(state, config, out, greedy=True)} if config.eval_greedy else {}),
                    "seconds": {k: sum(r["seconds"][k] for r in state["log"]) for k in ("episodes", "world_model", "update")}}
     finally:  # the worker processes go with the run, however it ends
         for pool in state["pools"].values():
@@ -354,14 +395,17 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
                                      "(reproductions/libero.ipynb); --dry-run swaps in stand-ins for LIBERO, the VLA, Robometer.")
     parser.add_argument("--out", required=True, help="run folder (resumes from its checkpoint.pt)")
     parser.add_argument("--dry-run", action="store_true", help="stand-ins allowed (without it, LIBERO, MiniVLA, Robometer)")
-    ints, floats = ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch"), ("lr", "temperature", "anchor_fraction")
+    ints = ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch", "rows_per_rollout")
+    floats = ("lr", "temperature", "anchor_fraction", "lora_alpha", "mix_weight", "grad_clip")
     strings = ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "vq_dir",
-               "env_python", "method")
+               "env_python", "method", "anchor_reward")
     for knob, kind in [*((k, int) for k in ints), *((k, float) for k in floats), *((k, str) for k in strings)]:
         parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, default=None, help=f"LiberoRunConfig.{knob}")
     for knob, kind in (("tasks", str), ("train_inits", int), ("eval_inits", int), ("id_eval_inits", int)):  # lists
         parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, nargs="+", default=None, help=f"LiberoRunConfig.{knob}")
     parser.add_argument("--env-processes", action="store_true", default=None, help="one process per environment")
+    parser.add_argument("--eval-greedy", action=argparse.BooleanOptionalAction, default=None,
+                        help="also evaluate greedily, one episode an init (LiberoRunConfig.eval_greedy; on by default)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     knobs = {k: v for k, v in vars(args).items() if k in LiberoRunConfig.__dataclass_fields__ and v is not None}
@@ -373,7 +417,8 @@ def cli_reproduce_libero(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError, NotImplementedError, RewardServiceError) as err:
         print(f"wmrl reproduce libero: {error_line(err)}", file=sys.stderr)
         return 2
-    print(json.dumps({"out": args.out, "eval": summary["eval"], "steps": len(summary["log"]), "seconds": summary["seconds"]}))
+    print(json.dumps({"out": args.out, "eval": summary["eval"], "eval_greedy": summary.get("eval_greedy"),
+                      "steps": len(summary["log"]), "seconds": summary["seconds"]}))
     return 0
 
 # %% ../../nbs/656_libero_grpo.ipynb #a7959fdd

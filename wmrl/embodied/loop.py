@@ -14,20 +14,26 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.correction import CorrectionConfig, WMRLCorrector
+from ..core.advantages import advantages_from_codes, factorize_groups
+from ..core.correction import CorrectionConfig, CorrectionResult, WMRLCorrector
+from ..core.methods import METHOD_SPECS
+from ..core.rows import read_categories
 from .progress import best_threshold, error_anatomy, train_progress_model
 from .sim import HELDOUT_TASKS, TRAIN_TASKS, EnvPool, Rollouts, concat_rollouts, expert_act, rollout
 
 # %% auto #0
-__all__ = ['ARMS', 'ARM_OF_METHOD', 'WORLD_MODELS', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_POLICY_SEED', 'WM_KNOBS', 'SFT_KNOBS',
-           'EmbodiedConfig', 'correction_config', 'arm_of', 'embodied_config', 'world_model', 'sft_policy',
-           'table3_row', 'evaluate', 'anatomy_of', 'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
+__all__ = ['ARMS', 'ARM_OF_METHOD', 'ANCHOR_REWARDS', 'WORLD_MODELS', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_POLICY_SEED', 'WM_KNOBS',
+           'SFT_KNOBS', 'EmbodiedConfig', 'anchor_reward_mode', 'anchor_reward_advantages', 'correction_config',
+           'arm_of', 'embodied_config', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of',
+           'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
 
 # %% ../../nbs/640_loop.ipynb #2ddac64c
 ARMS = {"sparse": "grpo_real", "dense_raw": "pure_wm", "dense_calib": "wmrl", "sparse_scarce": "anchors_only"}
 ARM_OF_METHOD = {method: arm for arm, method in ARMS.items()}
+ANCHOR_REWARDS = ("calib", "mix", "sparse")  # what anchor rows train on (the release's train_grpo.py default: calib)
 WORLD_MODELS = ("progress", "pixels", "oracle")  # EmbodiedConfig.world_model: state MLP, CNN on frames, shaped reward
-ARM_ORDER = ("sparse", "sparse_dynamic", "dense_raw", "dense_calib", "dense_calib_ordered", "sparse_scarce")  # tables
+ARM_ORDER = ("sparse", "sparse_dynamic", "dense_raw", "dense_calib", "dense_calib_ordered", "dense_calib_anchor_calib",
+             "sparse_scarce")  # tables
 PAPER_TABLE3 = {  # Table 3 (LIBERO-Long, success %, 8 rollouts per initial state); the arm -> its row
     "sft": {"ID Avg": 37.3, "ID Best@8": 41.3, "ID All@8": 33.1, "OOD Avg": 37.5, "OOD Best@8": 44.7, "OOD All@8": 32.1, "Overall": 37.4},
     "sparse": {"ID Avg": 39.3, "ID Best@8": 48.8, "ID All@8": 34.4, "OOD Avg": 37.8, "OOD Best@8": 45.3, "OOD All@8": 31.2, "Overall": 38.3},
@@ -72,6 +78,10 @@ class EmbodiedConfig:
     warmup: int = 4  # anchor groups before the anchor weight moves
     weight_scale: str = "bias_corrected"  # the anchor weight's c: fixed at warm-up ("bias_corrected") or 1 ("paper": reads s²'s level)
     ties: str = "flat"  # inside a flat isotonic run: "flat" (published) or "raw" (kept in the world model's order)
+    anchor_reward: str = "sparse"  # what anchor rows train on (ANCHOR_REWARDS): "sparse" (success: the miniature's dense_calib
+    # arm, the paper's rho = 0.1 mixture), "calib" (the calibrated progress: the release's trainer default, run at rho = 1)
+    # or "mix"; only methods that calibrate read it
+    mix_weight: float = 2.0  # w of anchor_reward="mix": (w * success + f(progress)) / (1 + w) on anchor rows (the release: 2.0)
     dynamic_sampling: int = 0  # grpo_real only: extra rounds of M candidate groups to keep M of mixed success (0: off)
     eval_every: int = 0  # held-out evaluation every k steps (0: before and after training only)
     wm_policy_rollouts: int = 8  # pixels only: rollouts per world-model init state of a behaviour SFT policy (seed 100) added to its data
@@ -95,6 +105,39 @@ class EmbodiedConfig:
     def tasks(self) -> tuple:
         return tuple(self.train_tasks) + tuple(self.heldout_tasks)
 
+# %% ../../nbs/640_loop.ipynb #64906f3e
+def anchor_reward_mode(method: str, anchor_reward: str) -> str:
+    "The mode a method trains with: the knob's for a method that calibrates, else 'sparse' (the core's own rewards)."
+    spec = METHOD_SPECS[method]
+    return anchor_reward if spec.debias and not spec.rectify else "sparse"
+
+def anchor_reward_advantages(corrector: WMRLCorrector, result: CorrectionResult, group_ids, predicted, real,
+                             anchor_reward: str = "calib", mix_weight: float = 2.0, categories=None) -> dict:
+    """The rewards and per-row loss coefficients of one step under `anchor_reward`, from `corrector.correct`'s result
+    (which has already pushed the anchors' pairs and refitted the map): calib and mix re-form the rewards from the
+    calibrated progress and take no anchor weight; sparse keeps the core's, without the weight when every group is an
+    anchor (a uniform weight is only a larger step). Returns rewards, advantages (what multiplies each row's loss),
+    the anchor weight applied, and the mode. `categories`: the labels `correct()` got (per-task maps)."""
+    if anchor_reward not in ANCHOR_REWARDS:
+        raise ValueError(f"anchor_reward must be one of {ANCHOR_REWARDS}, got {anchor_reward!r}")
+    mode, anchors = anchor_reward_mode(corrector.config.method, anchor_reward), result.anchor_rows
+    every = bool(len(anchors)) and bool(anchors.all())
+    if mode == "sparse":
+        if every and result.coefficients is None:  # the weight dropped: every row is an anchor's
+            return {"rewards": result.rewards, "advantages": np.where(result.mask, result.advantages, 0.0),
+                    "anchor_weight": 1.0, "mode": mode}
+        return {"rewards": result.rewards, "advantages": result.weighted_advantages,
+                "anchor_weight": float(result.stats.get("anchor_weight", float("nan"))), "mode": mode}
+    c = corrector.config
+    labels = read_categories(categories, len(anchors))
+    calibrated = corrector.debiaser.apply(np.asarray(predicted, float), labels, c.ties)  # f after this step's pairs
+    rewards = calibrated if mode == "calib" else np.where(anchors, (mix_weight * np.asarray(real, float) + calibrated)
+                                                          / (1 + mix_weight), calibrated)
+    codes, keys = factorize_groups(list(group_ids))
+    adv = advantages_from_codes(rewards, codes, len(keys), c.scale, c.eps, int(c.min_graded))
+    return {"rewards": rewards, "advantages": np.where(adv.mask, adv.advantages, 0.0), "anchor_weight": 1.0, "mode": mode}
+
+
 # %% ../../nbs/640_loop.ipynb #9326efa9
 def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
     "The correction step's knobs for this run (the miniature's warm-ups are scaled to its few anchor pairs)."
@@ -105,7 +148,8 @@ def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
                             ties=config.ties, s2_cap=None)  # the release's uncapped s², as the committed embodied runs
 
 def arm_of(config: EmbodiedConfig) -> str:
-    "The run's arm in tables: the official arm of its method, `_dynamic` / `_ordered` for the knobs that make a second one."
+    """The run's arm in tables: the official arm of its method, `_dynamic` / `_ordered` / `_anchor_calib` for the knobs
+    that make a second one."""
     if config.dynamic_sampling and config.method != "grpo_real":
         raise ValueError(f"dynamic_sampling filters groups by real success: only grpo_real reads it on every rollout, not {config.method}")
     if not isinstance(config.dynamic_sampling, int) or config.dynamic_sampling < 0:
@@ -122,10 +166,17 @@ def arm_of(config: EmbodiedConfig) -> str:
     from wmrl.embodied.pixels import ARCHS
     if config.wm_arch not in ARCHS:
         raise ValueError(f"wm_arch is the pixel model's architecture, one of {ARCHS}, got {config.wm_arch!r}")
+    if config.anchor_reward not in ANCHOR_REWARDS or not config.mix_weight >= 0:
+        raise ValueError(f"anchor_reward is one of {ANCHOR_REWARDS} and mix_weight >= 0, got {config.anchor_reward!r} "
+                         f"and {config.mix_weight!r}")
+    if config.anchor_reward != "sparse" and anchor_reward_mode(config.method, config.anchor_reward) == "sparse":
+        raise ValueError(f"anchor_reward={config.anchor_reward!r} re-forms calibrated rewards: a method that calibrates "
+                         f"(wmrl, debias_only, wmrl_adaptive) reads it, not {config.method}")
     if config.world_model != "oracle" and (config.instrument, config.instrument_strength) != ("clean", 1.0):
         raise ValueError("instruments act on the oracle reward: set world_model='oracle'")
     arm = ARM_OF_METHOD.get(config.method, config.method)
     return (arm + ("_dynamic" if config.dynamic_sampling else "") + ("_ordered" if config.ties == "raw" else "")
+            + (f"_anchor_{config.anchor_reward}" if config.anchor_reward != "sparse" else "")
             + (f"_{config.weight_scale}_weight" if config.weight_scale != "bias_corrected" else "")
             + (f"_oracle_{config.instrument}" if config.world_model == "oracle" else "")
             + ("_pixels" if config.world_model == "pixels" else ""))
@@ -290,13 +341,18 @@ def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
     wm_rows = spec.train_world_model_rows and spec.executes != "all"
     scored = model.score(batch, config.tasks) if wm_rows else {"reward": None, "wm_cpu_s": 0.0}
     real = np.where(anchor_rows, batch.success, np.nan)
-    result = corrector.correct(np.repeat(keys, G), scored["reward"], real, categories=[config.tasks[t] for t in rows_task])
+    categories = [config.tasks[t] for t in rows_task]
+    result = corrector.correct(np.repeat(keys, G), scored["reward"], real, categories=categories)
+    trained = anchor_reward_advantages(corrector, result, np.repeat(keys, G), scored["reward"], real, config.anchor_reward,
+                                       config.mix_weight, categories)  # the knob's rewards; no weight when every group is an anchor
+    state["last_step"] = {"predicted": scored["reward"], "success": batch.success, "categories": categories, **trained}
+    advantages = trained["advantages"]  # what each row's loss is multiplied by
     all_real = group_advantages(batch.success, np.repeat(np.arange(len(keys)), G)).advantages  # measured, never trained on
-    cosine = gradient_alignment(state["policy"], batch, result.weighted_advantages, all_real, config.temperature)
+    cosine = gradient_alignment(state["policy"], batch, advantages, all_real, config.temperature)
     wm = ~anchor_rows  # the world model's rows alone: what calibration acts on (anchor rows carry real success)
-    cosine_wm = (gradient_alignment(state["policy"], batch, np.where(wm, result.weighted_advantages, 0.0),
+    cosine_wm = (gradient_alignment(state["policy"], batch, np.where(wm, advantages, 0.0),
                                     np.where(wm, all_real, 0.0), config.temperature) if wm.any() else math.nan)
-    update = grpo_update(state["policy"], state["optimiser"], batch, result.weighted_advantages, temperature=config.temperature)
+    update = grpo_update(state["policy"], state["optimiser"], batch, advantages, temperature=config.temperature)
     return {"step": step, "train_success": float(batch.success.mean()),
             "real_labels": int(anchor_rows.sum()) + executed - len(batch.task),  # dynamic sampling reads every rollout
             "informative_groups": int(_mixed(batch.success, G).sum()), "candidate_groups": executed // G,
@@ -304,6 +360,7 @@ def grpo_step(state: dict, config: EmbodiedConfig, step: int) -> dict:
             "grad_cos_real_wm": cosine_wm,  # the same on the non-anchor rows only (NaN when every row is real)
             "sim_cpu_s": batch.sim_cpu_s, "policy_cpu_s": batch.policy_cpu_s, "wm_cpu_s": scored["wm_cpu_s"],
             "update_cpu_s": update["cpu_s"], "rows_trained": update["rows"], "anchor_groups": int(is_anchor.sum()),
+            "anchor_reward": trained["mode"], "anchor_weight": trained["anchor_weight"],  # the mode and the weight applied
             "stats": {k: v for k, v in result.stats.items() if isinstance(v, (int, float, bool))}}
 
 # %% ../../nbs/640_loop.ipynb #ae95deca

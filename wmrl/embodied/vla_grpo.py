@@ -54,7 +54,9 @@ def _keep(model, k: int) -> dict:
 
 def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, temperature: float = 1.0,
                          generator=None, vocab_size: int = 32_000, bins: int = 256, **inputs):
-    "(B, P) left-padded prompts -> (B, n) sampled action token ids and their (B, n) log-probs at T (no gradient)."
+    """(B, P) left-padded prompts -> (B, n) sampled action token ids and their (B, n) log-probs at T (no gradient).
+    `temperature=0` decodes greedily (the argmax over the action ids, as openvla-mini's LIBERO evaluation does); its
+    log-probs are then the untempered policy's (T = 1), since a greedy pick has none of its own."""
     import torch
     ids = action_token_ids(vocab_size, bins)
     tokens, logps, mask = [], [], attention_mask
@@ -63,8 +65,8 @@ def sample_action_tokens(model, input_ids, attention_mask, n_tokens: int = 7, te
                     **_keep(model, 1), **inputs)
         key = "cache" if "cache" in out else "past_key_values"
         for _ in range(n_tokens):
-            logp = _action_log_softmax(out["logits"][:, -1], ids, temperature)
-            pick = torch.multinomial(logp.exp(), 1, generator=generator)
+            logp = _action_log_softmax(out["logits"][:, -1], ids, temperature or 1.0)
+            pick = logp.argmax(-1, keepdim=True) if temperature == 0 else torch.multinomial(logp.exp(), 1, generator=generator)
             tokens.append(pick[:, 0] + int(ids[0])); logps.append(logp.gather(1, pick)[:, 0])
             if len(tokens) == n_tokens:
                 break  # the last token needs no forward pass after it
