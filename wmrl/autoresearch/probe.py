@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..core.oracle import ESTIMATORS, INSTRUMENTS, GradientOracle, instrument_predictions
+from ..core.oracle import ACTIVE_ESTIMATORS, ESTIMATORS, INSTRUMENTS, GradientOracle, instrument_predictions
 from ..world_model.dial import DialSpec, dial_predictions, row_key
 from .steps import execute_rows, step_rng
 
@@ -33,7 +33,7 @@ class ProbeConfig:
     "The gradient oracle's knobs inside a run (AutoResearchConfig.oracle)."
     probe_every: int = 1  # probe every k steps (grpo_real: free; other methods: executes the whole batch on those steps)
     scales: list = field(default_factory=lambda: ["group", "none"])  # advantage scalings to measure under
-    estimators: list = field(default_factory=lambda: list(ESTIMATORS))  # wmrl.core.oracle.ESTIMATORS names
+    estimators: list = field(default_factory=lambda: list(ESTIMATORS))  # ESTIMATORS names (and ACTIVE_ESTIMATORS, opt-in)
     instruments: list = field(default_factory=lambda: [["affine", 0.5], ["monotone", 0.5], ["noise", 0.1], ["noise", 0.2]])
     noise_draws: int = 8  # draws of a noise instrument per probe (the expectation runs over them too)
 
@@ -47,7 +47,7 @@ class ProbeConfig:
         if not (isinstance(config.probe_every, int) and config.probe_every >= 1 and config.noise_draws >= 1):
             raise ValueError(f"probe_every and noise_draws must be ints >= 1, got {config.probe_every}, {config.noise_draws}")
         if bad := [s for s in config.scales if s not in ("group", "batch", "none")] + \
-                  [e for e in config.estimators if e not in ESTIMATORS] + \
+                  [e for e in config.estimators if e not in {**ESTIMATORS, **ACTIVE_ESTIMATORS}] + \
                   [i for i in config.instruments if _bad_instrument(i)]:
             raise ValueError(f"unknown scalings, estimators or instruments in the oracle config: {bad}")
         return config

@@ -13,13 +13,15 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from .active import ActiveConfig, ActiveCorrector, draw_probability, prediction_features
 from .advantages import advantages_from_codes, factorize_groups
 from .anchors import anchor_count
 from .correction import CorrectionConfig, WMRLCorrector
 
 # %% auto #0
-__all__ = ['ESTIMATORS', 'MEASURES', 'INSTRUMENTS', 'estimator_configs', 'anchor_draws', 'gradient_measures',
-           'estimator_coefficients', 'GradientOracle', 'instrument_predictions', 'noise_variance', 'seed_clustered']
+__all__ = ['ESTIMATORS', 'ACTIVE_ESTIMATORS', 'MEASURES', 'INSTRUMENTS', 'estimator_configs', 'estimator_shadows', 'anchor_draws',
+           'poisson_draws', 'gradient_measures', 'plan_step', 'estimator_coefficients', 'GradientOracle',
+           'instrument_predictions', 'noise_variance', 'seed_clustered']
 
 # %% ../../nbs/155_oracle.ipynb #f0a8073d
 ESTIMATORS: dict[str, dict] = {
@@ -35,15 +37,35 @@ ESTIMATORS: dict[str, dict] = {
     "wmrl_ppi": {"method": "wmrl_ppi"},  # calibrated predictions, the rectifier in place of the anchor weight
 }
 
+# Measured only when named: each probe enumerates up to 2^M Poisson anchor draws (148_active), not M choose k.
+ACTIVE_ESTIMATORS: dict[str, dict] = {
+    "wmrl_ppi_poisson": {"method": "wmrl_ppi", "active": {"floor": 1.0}},  # uniform Poisson anchors, E[count] = ρM
+    "wmrl_ppi_active": {"method": "wmrl_ppi", "active": {}},  # π_g from the learned residual score, floor τ = 0.2
+}
+
+def _overrides(names) -> dict[str, dict]:
+    "{name: override} of the chosen estimators (a mapping is taken as given)."
+    if isinstance(names, Mapping):
+        return {name: dict(override) for name, override in names.items()}
+    known = {**ESTIMATORS, **ACTIVE_ESTIMATORS}
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown estimator {name!r}; expected one of {tuple(known)} or a mapping of overrides")
+    return {name: dict(known[name]) for name in names}
+
 def estimator_configs(names: Sequence[str] | Mapping[str, Mapping] = tuple(ESTIMATORS),
                       base: Mapping | None = None) -> dict[str, CorrectionConfig]:
     "One CorrectionConfig per estimator: `base` (the run's shared knobs) under each estimator's own override."
-    chosen = dict(names) if isinstance(names, Mapping) else {}
-    for name in ([] if isinstance(names, Mapping) else names):
-        if name not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {name!r}; expected one of {tuple(ESTIMATORS)} or a mapping of overrides")
-        chosen[name] = ESTIMATORS[name]
-    return {name: CorrectionConfig.from_dict({**dict(base or {}), **dict(override)}) for name, override in chosen.items()}
+    return {name: CorrectionConfig.from_dict({**dict(base or {}), **{k: v for k, v in override.items() if k != "active"}})
+            for name, override in _overrides(names).items()}
+
+def estimator_shadows(names: Sequence[str] | Mapping[str, Mapping] = tuple(ESTIMATORS),
+                      base: Mapping | None = None) -> dict[str, WMRLCorrector]:
+    """A fresh corrector per estimator, as training would build it: an `ActiveCorrector` where the override carries an
+    `active` plan (its ActiveConfig knobs), so the oracle measures the very object a run steps."""
+    overrides = _overrides(names)
+    return {name: ActiveCorrector(config, ActiveConfig(**overrides[name]["active"])) if "active" in overrides[name]
+            else WMRLCorrector(config) for name, config in estimator_configs(overrides, base).items()}
 
 # %% ../../nbs/155_oracle.ipynb #00625642
 def anchor_draws(n_groups: int, n_anchors: int, max_draws: int = 256, seed: int = 0) -> tuple[np.ndarray, bool]:
@@ -62,27 +84,57 @@ def anchor_draws(n_groups: int, n_anchors: int, max_draws: int = 256, seed: int 
         draws[row, list(groups)] = True
     return draws, exact
 
+# %% ../../nbs/155_oracle.ipynb #381633e1
+def poisson_draws(inclusion: np.ndarray,  # (M,) π_g of this step's groups
+                  max_draws: int = 256, seed: int = 0) -> tuple[np.ndarray, np.ndarray, bool]:
+    "((D, M) bool draws, (D,) weights summing to 1, exact): all 2^M Poisson draws, or a seeded sample of them."
+    inclusion = np.asarray(inclusion, float).reshape(-1)
+    n_groups = len(inclusion)
+    if not np.all((inclusion >= 0) & (inclusion <= 1)):
+        raise ValueError(f"inclusion probabilities must lie in [0, 1], got {inclusion}")
+    if 2**n_groups <= max_draws:
+        draws = np.array(list(itertools.product([False, True], repeat=n_groups)), dtype=bool).reshape(-1, n_groups)
+        weights = np.array([draw_probability(d, inclusion) for d in draws])
+        return draws, weights / weights.sum(), True
+    rng = np.random.default_rng([int(seed), n_groups, 2])
+    draws = rng.uniform(size=(max_draws, n_groups)) < inclusion
+    return draws, np.full(max_draws, 1.0 / max_draws), False
+
 # %% ../../nbs/155_oracle.ipynb #77660a99
 MEASURES = ("cos", "rel_err", "bias2", "var", "scale")
 
 def gradient_measures(gradients: np.ndarray,  # (D, P) an estimator's gradient under each draw
                       reference: np.ndarray,  # (P,) the all-real gradient of the same batch
+                      weights: np.ndarray | None = None,  # (D,) each draw's probability (None: equally likely)
                       ) -> dict:
     "cos, rel_err, bias2, var (relative to |g|², so they add up) and scale = E|ĝ|/|g|; NaN when g = 0."
     gradients, reference = np.atleast_2d(np.asarray(gradients, float)), np.asarray(reference, float)
     ref_sq = float(reference @ reference)
     if not ref_sq > 0:
         return dict.fromkeys(MEASURES, math.nan) | {"n_draws": len(gradients)}
-    mean = gradients.mean(axis=0)
+    if weights is None:
+        expect = lambda values: values.mean(axis=0)  # noqa: E731
+    else:
+        w = np.asarray(weights, float) / np.sum(weights)
+        expect = lambda values: w @ values  # noqa: E731
+    mean = expect(gradients)
     norms = np.linalg.norm(gradients, axis=1)
     cosines = np.divide(gradients @ reference, norms * math.sqrt(ref_sq), out=np.zeros(len(norms)), where=norms > 0)
-    return {"cos": float(cosines.mean()),
-            "rel_err": float(math.sqrt(np.mean(np.sum((gradients - reference) ** 2, axis=1)) / ref_sq)),
+    return {"cos": float(expect(cosines)),
+            "rel_err": float(math.sqrt(expect(np.sum((gradients - reference) ** 2, axis=1)) / ref_sq)),
             "bias2": float(np.sum((mean - reference) ** 2) / ref_sq),
-            "var": float(np.mean(np.sum((gradients - mean) ** 2, axis=1)) / ref_sq),
-            "scale": float(norms.mean() / math.sqrt(ref_sq)), "n_draws": len(gradients)}
+            "var": float(expect(np.sum((gradients - mean) ** 2, axis=1)) / ref_sq),
+            "scale": float(expect(norms) / math.sqrt(ref_sq)), "n_draws": len(gradients)}
 
 # %% ../../nbs/155_oracle.ipynb #928aa552
+def plan_step(corrector: WMRLCorrector, group_ids, predicted, step: int, anchors=None) -> np.ndarray:
+    "corrector.plan for this step's groups; an active corrector also reads the groups' prediction features."
+    codes, keys = factorize_groups(group_ids)
+    if isinstance(corrector, ActiveCorrector):
+        features = prediction_features(np.asarray(predicted, float), codes, len(keys))
+        return corrector.plan(keys, step, features, anchors=anchors)
+    return corrector.plan(keys, step, anchors=anchors)
+
 def estimator_coefficients(corrector: WMRLCorrector, group_ids, predicted, real, step: int,
                            draws: np.ndarray | None, categories=None) -> np.ndarray:
     "(R·D, N) coefficients advantage × multiplier / N of one estimator, per (prediction draw, anchor draw)."
@@ -92,7 +144,7 @@ def estimator_coefficients(corrector: WMRLCorrector, group_ids, predicted, real,
     for prediction in predicted:
         for draw in ([None] if draws is None else draws):
             shadow = copy.deepcopy(corrector)
-            flags = shadow.plan(keys, step, anchors=draw)
+            flags = plan_step(shadow, group_ids, prediction, step, anchors=draw)
             result = shadow.correct(group_ids, prediction, np.where(flags[codes], real, np.nan), categories)
             rows.append(result.weighted_advantages / len(codes))
     return np.array(rows)
@@ -105,7 +157,7 @@ class GradientOracle:
                  base: Mapping | None = None, max_draws: int = 256):
         self.base, self.max_draws = dict(base or {}), int(max_draws)
         self.config = CorrectionConfig.from_dict({k: v for k, v in self.base.items() if k != "method"})
-        self.shadows = {name: WMRLCorrector(config) for name, config in estimator_configs(estimators, self.base).items()}
+        self.shadows = estimator_shadows(estimators, self.base)
 
     def reference(self, group_ids, real) -> np.ndarray:
         "(N,) all-real GRPO coefficients A_i / N under the shared scaling (0 on rows without a real reward)."
@@ -130,21 +182,35 @@ def _advance(self: GradientOracle, step: int, group_ids, predicted, real, catego
     predicted, real = np.asarray(predicted, float), np.asarray(real, float)
     results = {}
     for name, shadow in self.shadows.items():
-        flags = shadow.plan(keys, step)
+        flags = plan_step(shadow, group_ids, predicted, step)
         results[name] = shadow.correct(group_ids, predicted, np.where(flags[codes], real, np.nan), categories)
     return results
 
 GradientOracle.advance = _advance
 
 # %% ../../nbs/155_oracle.ipynb #521db43b
-def _measure(coefficients, reference, scores, labels) -> dict:
+def _measure(coefficients, reference, scores, labels, weights=None) -> dict:
     "gradient_measures over all rows and within each category of rows."
-    out = gradient_measures(coefficients @ scores, reference @ scores)
+    out = gradient_measures(coefficients @ scores, reference @ scores, weights)
     if labels is not None:
         out["by_category"] = {c: gradient_measures(coefficients[:, labels == c] @ scores[labels == c],
-                                                   reference[labels == c] @ scores[labels == c])
+                                                   reference[labels == c] @ scores[labels == c], weights)
                               for c in sorted(set(labels.tolist()))}
     return out
+
+def _active_coefficients(self: GradientOracle, shadow: ActiveCorrector, group_ids, predicted, real, step: int,
+                         categories=None) -> tuple[np.ndarray, np.ndarray, bool, float]:
+    "(coefficients, weights, exact, expected anchors) of an active shadow: its Poisson draws under its own π."
+    codes, keys = factorize_groups(group_ids)
+    rows, weights, exact, expected = [], [], True, []
+    predicted = np.atleast_2d(np.asarray(predicted, float))
+    for prediction in predicted:  # π reads the prediction, so each prediction draw has its own anchor draws
+        pi = shadow.inclusion(prediction_features(prediction, codes, len(keys)))
+        draws, w, whole = poisson_draws(pi, self.max_draws, seed=step)
+        rows.append(estimator_coefficients(shadow, group_ids, prediction, real, step, draws, categories))
+        weights.append(w / len(predicted))
+        exact, expected = exact and whole, expected + [float(pi.sum())]
+    return np.concatenate(rows), np.concatenate(weights), exact, float(np.mean(expected))
 
 def _probe(self: GradientOracle, step: int, group_ids, predicted, real, scores, categories=None) -> dict:
     "{estimator: measures} on a fully executed batch, then advance() with the first prediction draw."
@@ -156,9 +222,15 @@ def _probe(self: GradientOracle, step: int, group_ids, predicted, real, scores, 
     n_groups = len(factorize_groups(group_ids)[1])
     out = {}
     for name, shadow in self.shadows.items():
-        draws, exact = self.draws_for(name, n_groups, step)
-        coefficients = estimator_coefficients(shadow, group_ids, predicted, real, step, draws, categories)
-        out[name] = {**_measure(coefficients, reference, scores, labels), "exact": exact}
+        if isinstance(shadow, ActiveCorrector):
+            coefficients, weights, exact, anchors = _active_coefficients(self, shadow, group_ids, predicted, real, step, categories)
+        else:
+            draws, exact = self.draws_for(name, n_groups, step)
+            coefficients = estimator_coefficients(shadow, group_ids, predicted, real, step, draws, categories)
+            weights, anchors = None, (None if draws is None else float(draws.sum(axis=1).mean()))
+        out[name] = {**_measure(coefficients, reference, scores, labels, weights), "exact": exact}
+        if anchors is not None:
+            out[name]["anchors"] = anchors  # expected anchor groups this step: the real executions it costs
     self.advance(step, group_ids, np.atleast_2d(np.asarray(predicted, float))[0], real, categories)
     return out
 
