@@ -128,7 +128,7 @@ def test_the_readmes_table3_command_passes_every_check_up_to_the_progress_servic
     import shlex
 
     from wmrl.embodied.libero import suite_tasks
-    from wmrl.embodied.libero_grpo import cli_reproduce_libero
+    from wmrl.embodied.libero_cli import cli_reproduce_libero
     text = (Path(__file__).resolve().parent.parent / "docs" / "gpu.md").read_text()
     start = text.index(f".venv/bin/wmrl reproduce libero --out runs/libero_long_{arm} ")
     command = re.sub(r"\\\n\s*", " ", text[start:text.index("--eval-inits $(seq 16 49)", start) + len("--eval-inits $(seq 16 49)")])

@@ -30,7 +30,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "run a DSBench grid through TRL (papermill per run) and set it next to the paper's Table 1"),
     (("reproduce", "embodied"), "wmrl.embodied.report:cli_reproduce_embodied",
      "run the embodied miniature (four arms x seeds on Meta-World, papermill) in Table 3's columns"),
-    (("reproduce", "libero"), "wmrl.embodied.libero_grpo:cli_reproduce_libero",
+    (("reproduce", "libero"), "wmrl.embodied.libero_cli:cli_reproduce_libero",
      "run LIBERO GRPO with WMRL (papermill; --dry-run: stand-ins for LIBERO, the VLA and Robometer)"),
     (("sft", "libero"), "wmrl.embodied.sft:cli_sft_libero",
      "fine-tune a MiniVLA run on LIBERO's demonstrations (one a task, LoRA): the LIBERO GRPO loop's start"),

@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.autoresearch.runner import expand_grid, load_grid
-from wmrl.embodied.loop import PAPER_TABLE3, EmbodiedConfig, draw_groups, evaluate, sft_policy
+from wmrl.embodied.loop import EmbodiedConfig, draw_groups, evaluate, sft_policy
 from wmrl.embodied.sim import EnvPool, rollout
+from wmrl.embodied.table3 import PAPER_TABLE3
 
 
 def training_groups_mixed(policy, config: EmbodiedConfig, pool, steps: int) -> float:

@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..core.correction import CorrectionConfig, WMRLCorrector
-from ..core.settings import error_line
+from .anchor_reward import ANCHOR_REWARDS, anchor_reward_advantages
 from .env_workers import FakeLiberoEnv, fake_init_states, instruction, per_task, scene_batch, scene_spec
-from .loop import ANCHOR_REWARDS, anchor_reward_advantages
 from .libero import ProgressAdapter, decode_action_tokens, resolve_unnorm_key, suite_tasks, vla_prompt
 from .reward_service import checked_predict
 from .sft import load_sft, refuse_other_run, run_knobs, save_atomic
@@ -24,7 +23,7 @@ from .vector_env import run_lockstep
 
 # %% auto #0
 __all__ = ['RESUME_KEYS', 'EVAL_KEYS', 'tiny_vla', 'text_prompt_ids', 'TokenSampler', 'frame_progress', 'LiberoRunConfig',
-           'sample_rows', 'libero_grpo_step', 'evaluate', 'run_libero', 'cli_reproduce_libero']
+           'sample_rows', 'libero_grpo_step', 'evaluate', 'run_libero']
 
 # %% ../../nbs/656_libero_grpo.ipynb #a55259f0
 def tiny_vla(seed: int = 0, vocab_size: int = 32_064):
@@ -334,7 +333,7 @@ def evaluate(state: dict, config: LiberoRunConfig, out: Path | None = None, gree
     """Table 3's columns: G episodes of every (task, init) in lockstep, ID on `id_eval_inits`, OOD on `eval_inits`, at the
     training temperature; each (task, split) saved under out/eval as it finishes, so a killed evaluation resumes.
     `greedy`: one episode an init at temperature 0, openvla-mini's protocol. The result names its decoding."""
-    from wmrl.embodied.loop import table3_row
+    from wmrl.embodied.table3 import table3_row
     G, success, split, key = 1 if greedy else config.rollouts, [], [], []
     temperature = 0.0 if greedy else config.temperature
     for t, task in enumerate(config.tasks):
@@ -383,50 +382,3 @@ def run_libero(config: LiberoRunConfig, out_dir, progress: bool = True) -> dict:
             pool.close()
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
-
-# %% ../../nbs/656_libero_grpo.ipynb #66dc9d61
-def cli_reproduce_libero(argv: list[str] | None = None) -> int:
-    "`wmrl reproduce libero`: one LIBERO GRPO run through its papermill template (exit 2 on bad input)."
-    import argparse
-    import sys
-
-    from wmrl.embodied.reward_service import RewardServiceError
-    parser = argparse.ArgumentParser(prog="wmrl reproduce libero", description="LIBERO GRPO with WMRL: one run "
-                                     "(reproductions/libero.ipynb); --dry-run swaps in stand-ins for LIBERO, the VLA, Robometer.")
-    parser.add_argument("--out", required=True, help="run folder (resumes from its checkpoint.pt)")
-    parser.add_argument("--dry-run", action="store_true", help="stand-ins allowed (without it, LIBERO, MiniVLA, Robometer)")
-    ints = ("steps", "groups", "rollouts", "max_steps", "seed", "lora_rank", "frame_px", "micro_batch", "rows_per_rollout")
-    floats = ("lr", "temperature", "anchor_fraction", "lora_alpha", "mix_weight", "grad_clip")
-    strings = ("policy", "scenes", "progress_model", "device", "progress_url", "policy_checkpoint", "tokenizer", "vq_dir",
-               "env_python", "method", "anchor_reward")
-    for knob, kind in [*((k, int) for k in ints), *((k, float) for k in floats), *((k, str) for k in strings)]:
-        parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, default=None, help=f"LiberoRunConfig.{knob}")
-    for knob, kind in (("tasks", str), ("train_inits", int), ("eval_inits", int), ("id_eval_inits", int)):  # lists
-        parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, nargs="+", default=None, help=f"LiberoRunConfig.{knob}")
-    parser.add_argument("--env-processes", action="store_true", default=None, help="one process per environment")
-    parser.add_argument("--eval-greedy", action=argparse.BooleanOptionalAction, default=None,
-                        help="also evaluate greedily, one episode an init (LiberoRunConfig.eval_greedy; on by default)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    knobs = {k: v for k, v in vars(args).items() if k in LiberoRunConfig.__dataclass_fields__ and v is not None}
-    try:
-        config = LiberoRunConfig(**{**knobs, "dry_run": args.dry_run})  # bad knobs fail here, before papermill starts
-        if config.progress_url:
-            checked_predict(config.progress_url)  # so does a reward service that does not answer
-        summary = _run_template(Path(args.out), {**knobs, "dry_run": args.dry_run, "progress": not args.no_progress})
-    except (OSError, ValueError, TypeError, NotImplementedError, RewardServiceError) as err:
-        print(f"wmrl reproduce libero: {error_line(err)}", file=sys.stderr)
-        return 2
-    print(json.dumps({"out": args.out, "eval": summary["eval"], "eval_greedy": summary.get("eval_greedy"),
-                      "steps": len(summary["log"]), "seconds": summary["seconds"]}))
-    return 0
-
-# %% ../../nbs/656_libero_grpo.ipynb #a7959fdd
-def _run_template(out: Path, parameters: dict) -> dict:
-    import papermill
-
-    from wmrl.autoresearch.runner import repo_root
-    out.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(str(repo_root() / "reproductions" / "libero.ipynb"), str(out / "libero.ipynb"),
-                               parameters={**parameters, "out_dir": str(out.resolve())}, progress_bar=False)
-    return json.loads((out / "summary.json").read_text())

@@ -14,32 +14,23 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.advantages import advantages_from_codes, factorize_groups
-from ..core.correction import CorrectionConfig, CorrectionResult, WMRLCorrector
-from ..core.methods import METHOD_SPECS
-from ..core.rows import read_categories
+from ..core.correction import CorrectionConfig, WMRLCorrector
+from .anchor_reward import ANCHOR_REWARDS, anchor_reward_advantages, anchor_reward_mode
 from .progress import best_threshold, error_anatomy, train_progress_model
 from .sim import HELDOUT_TASKS, TRAIN_TASKS, EnvPool, Rollouts, concat_rollouts, expert_act, rollout
+from .table3 import table3_row
 
 # %% auto #0
-__all__ = ['ARMS', 'ARM_OF_METHOD', 'ANCHOR_REWARDS', 'WORLD_MODELS', 'ARM_ORDER', 'PAPER_TABLE3', 'WM_POLICY_SEED', 'WM_KNOBS',
-           'SFT_KNOBS', 'EmbodiedConfig', 'anchor_reward_mode', 'anchor_reward_advantages', 'correction_config',
-           'arm_of', 'embodied_config', 'world_model', 'sft_policy', 'table3_row', 'evaluate', 'anatomy_of',
+__all__ = ['ARMS', 'ARM_OF_METHOD', 'WORLD_MODELS', 'ARM_ORDER', 'WM_POLICY_SEED', 'WM_KNOBS', 'SFT_KNOBS', 'EmbodiedConfig',
+           'correction_config', 'arm_of', 'embodied_config', 'world_model', 'sft_policy', 'evaluate', 'anatomy_of',
            'draw_groups', 'sample_groups', 'grpo_step', 'run_embodied']
 
 # %% ../../nbs/640_loop.ipynb #2ddac64c
 ARMS = {"sparse": "grpo_real", "dense_raw": "pure_wm", "dense_calib": "wmrl", "sparse_scarce": "anchors_only"}
 ARM_OF_METHOD = {method: arm for arm, method in ARMS.items()}
-ANCHOR_REWARDS = ("calib", "mix", "sparse")  # what anchor rows train on (the release's train_grpo.py default: calib)
 WORLD_MODELS = ("progress", "pixels", "oracle")  # EmbodiedConfig.world_model: state MLP, CNN on frames, shaped reward
 ARM_ORDER = ("sparse", "sparse_dynamic", "dense_raw", "dense_calib", "dense_calib_ordered", "dense_calib_anchor_calib",
              "sparse_scarce")  # tables
-PAPER_TABLE3 = {  # Table 3 (LIBERO-Long, success %, 8 rollouts per initial state); the arm -> its row
-    "sft": {"ID Avg": 37.3, "ID Best@8": 41.3, "ID All@8": 33.1, "OOD Avg": 37.5, "OOD Best@8": 44.7, "OOD All@8": 32.1, "Overall": 37.4},
-    "sparse": {"ID Avg": 39.3, "ID Best@8": 48.8, "ID All@8": 34.4, "OOD Avg": 37.8, "OOD Best@8": 45.3, "OOD All@8": 31.2, "Overall": 38.3},
-    "dense_raw": {"ID Avg": 39.1, "ID Best@8": 45.6, "ID All@8": 34.4, "OOD Avg": 39.3, "OOD Best@8": 45.6, "OOD All@8": 34.1, "Overall": 39.2},
-    "dense_calib": {"ID Avg": 41.2, "ID Best@8": 47.5, "ID All@8": 37.5, "OOD Avg": 41.2, "OOD Best@8": 48.8, "OOD All@8": 37.1, "Overall": 41.2},
-}
 
 # %% ../../nbs/640_loop.ipynb #7645c1d1
 @dataclass(frozen=True)
@@ -104,39 +95,6 @@ class EmbodiedConfig:
     @property
     def tasks(self) -> tuple:
         return tuple(self.train_tasks) + tuple(self.heldout_tasks)
-
-# %% ../../nbs/640_loop.ipynb #64906f3e
-def anchor_reward_mode(method: str, anchor_reward: str) -> str:
-    "The mode a method trains with: the knob's for a method that calibrates, else 'sparse' (the core's own rewards)."
-    spec = METHOD_SPECS[method]
-    return anchor_reward if spec.debias and not spec.rectify else "sparse"
-
-def anchor_reward_advantages(corrector: WMRLCorrector, result: CorrectionResult, group_ids, predicted, real,
-                             anchor_reward: str = "calib", mix_weight: float = 2.0, categories=None) -> dict:
-    """The rewards and per-row loss coefficients of one step under `anchor_reward`, from `corrector.correct`'s result
-    (which has already pushed the anchors' pairs and refitted the map): calib and mix re-form the rewards from the
-    calibrated progress and take no anchor weight; sparse keeps the core's, without the weight when every group is an
-    anchor (a uniform weight is only a larger step). Returns rewards, advantages (what multiplies each row's loss),
-    the anchor weight applied, and the mode. `categories`: the labels `correct()` got (per-task maps)."""
-    if anchor_reward not in ANCHOR_REWARDS:
-        raise ValueError(f"anchor_reward must be one of {ANCHOR_REWARDS}, got {anchor_reward!r}")
-    mode, anchors = anchor_reward_mode(corrector.config.method, anchor_reward), result.anchor_rows
-    every = bool(len(anchors)) and bool(anchors.all())
-    if mode == "sparse":
-        if every and result.coefficients is None:  # the weight dropped: every row is an anchor's
-            return {"rewards": result.rewards, "advantages": np.where(result.mask, result.advantages, 0.0),
-                    "anchor_weight": 1.0, "mode": mode}
-        return {"rewards": result.rewards, "advantages": result.weighted_advantages,
-                "anchor_weight": float(result.stats.get("anchor_weight", float("nan"))), "mode": mode}
-    c = corrector.config
-    labels = read_categories(categories, len(anchors))
-    calibrated = corrector.debiaser.apply(np.asarray(predicted, float), labels, c.ties)  # f after this step's pairs
-    rewards = calibrated if mode == "calib" else np.where(anchors, (mix_weight * np.asarray(real, float) + calibrated)
-                                                          / (1 + mix_weight), calibrated)
-    codes, keys = factorize_groups(list(group_ids))
-    adv = advantages_from_codes(rewards, codes, len(keys), c.scale, c.eps, int(c.min_graded))
-    return {"rewards": rewards, "advantages": np.where(adv.mask, adv.advantages, 0.0), "anchor_weight": 1.0, "mode": mode}
-
 
 # %% ../../nbs/640_loop.ipynb #9326efa9
 def correction_config(config: EmbodiedConfig) -> CorrectionConfig:
@@ -250,23 +208,6 @@ def sft_policy(config: EmbodiedConfig, pool: EnvPool, cache: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(policy.net.state_dict(), path.with_suffix(".tmp")); path.with_suffix(".tmp").replace(path)
     return policy, {"cached": False, "sim_cpu_s": demos.sim_cpu_s, "train_cpu_s": info["cpu_s"], "demos": len(inits)}
-
-# %% ../../nbs/640_loop.ipynb #898cd85f
-def table3_row(success: np.ndarray, task: np.ndarray, init: np.ndarray, id_tasks, ood_tasks) -> dict:
-    "Avg / Best@8 / All@8 (percent) for ID and OOD task sets and Overall, from per-rollout successes."
-    success, task, init = np.asarray(success, float), np.asarray(task), np.asarray(init)
-    row = {}
-    for name, members in (("ID", id_tasks), ("OOD", ood_tasks)):
-        mask = np.isin(task, members)
-        if not mask.any():
-            continue
-        states = [success[mask & (task == t) & (init == i)] for t in members for i in np.unique(init[mask])]
-        states = [s for s in states if len(s)]
-        row[f"{name} Avg"] = 100 * float(success[mask].mean())
-        row[f"{name} Best@8"] = 100 * float(np.mean([s.max() for s in states]))
-        row[f"{name} All@8"] = 100 * float(np.mean([s.min() for s in states]))
-    row["Overall"] = 100 * float(success.mean())
-    return row
 
 # %% ../../nbs/640_loop.ipynb #447c7004
 def evaluate(policy, config: EmbodiedConfig, pool: EnvPool, step: int, model=None) -> dict:

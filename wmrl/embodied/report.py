@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..core.settings import error_line
-from .loop import ARM_ORDER, PAPER_TABLE3
+from .loop import ARM_ORDER
+from .table3 import PAPER_TABLE3
 
 # %% auto #0
 __all__ = ['COLUMNS', 'PAIRED_COLUMNS', 'REGIME_KEYS', 'ANATOMY_KEYS', 'ARM_COLOURS', 't_interval', 'paired_interval',

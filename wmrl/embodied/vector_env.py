@@ -212,7 +212,7 @@ def evaluate_libero(make_env, policy, tasks, id_inits=range(16), ood_inits=range
     environments of the task (make_env(task) -> env; `ProcessEnvs` steps them in parallel processes), so a batched
     policy, `policy.act_batch(observations, instruction) -> (n, 7)`, reads the live ones at once; a plain
     `policy(obs, instruction)` is called per observation."""
-    from wmrl.embodied.loop import table3_row
+    from wmrl.embodied.table3 import table3_row
     batched, success, split, init_of = getattr(policy, "act_batch", None), [], [], []
     for task in tasks:
         envs, states = [make_env(task) for _ in range(rollouts_per_init)], init_states(task)
