@@ -180,7 +180,9 @@ def test_a_server_that_dies_mid_run_stops_training_with_one_line(tmp_path):
     command = load_config("tiny-cpu-served")["world_model"]["server"]["command"] + ["--die-after", "10"]
     code, out, err = run_cli("tiny-cpu-served", f"output_dir={tmp_path}", f"world_model.server.command={json.dumps(command)}")
     assert code == 2 and not out.strip(), err[-3000:]
-    message = json.loads(err.strip().splitlines()[-1])["error"]
+    errors = [line for line in err.splitlines() if line.startswith('{"error"')]  # tqdm may redraw its bar after it
+    assert len(errors) == 1, err[-3000:]
+    message = json.loads(errors[0])["error"]
     assert message.startswith("ServerError: world-model server") and "exited with code 3" in message
     assert str(tmp_path / "world_model_server.log") in message and "(--die-after 10)" in message
     assert not (tmp_path / "metrics.json").exists()  # no summary made of fallback rewards
