@@ -46,8 +46,10 @@ def load(folder: Path) -> dict[int, dict]:
     return runs
 
 
-def score_features(run_dir: Path) -> list[int] | None:
-    "The features the active shadow's residual score used at the end of the run (its checkpointed state)."
+def score_features(run_dir: Path) -> dict | None:
+    """The active shadow's residual score at the end of the run (its checkpointed state): the features it used, the
+    anchor groups it had seen, and each slope's |t| in the fit on both features (a diagnostic, not the endpoint: the
+    score keeps a slope only at |t| >= its gate)."""
     path = run_dir / "checkpoint.json"
     if not path.is_file():
         return None
@@ -56,7 +58,13 @@ def score_features(run_dir: Path) -> list[int] | None:
         return None
     score = ResidualScore()
     score.load_state_dict(state["score"])
-    return [int(i) for i in score.used_features()]
+    a, b = score.xtx, score.xty
+    beta = np.linalg.lstsq(a, b, rcond=None)[0]
+    rss = max(score.yty - 2 * beta @ b + beta @ a @ beta, 0.0)
+    se = np.sqrt(rss / max(score.weight - len(b), 1e-12) * np.clip(np.diag(np.linalg.pinv(a)), 0, None))
+    t = [round(float(abs(x) / e), 2) if e > 0 else None for x, e in zip(beta[1:], se[1:])]
+    return {"used": [int(i) for i in score.used_features()], "anchor_groups": int(score.n_seen), "t": t,
+            "gate": score.gate}
 
 
 def per_seed(runs: dict, name: str, measure: str, first: int = FITTED_FROM) -> dict[int, list[float]]:
@@ -110,8 +118,12 @@ def markdown(rep: dict) -> str:
     for key, c in rep["contrasts"].items():
         a, b = key.split("/")
         lines.append(f"| `{a}` / `{b}` | {c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}] | {c['per_seed']} | {c['reading']} |")
-    lines += ["", f"Features the active score used at the end (0: the group's predicted spread, 1: m(1 − m)): "
-              f"{rep['score_features']}"]
+    lines += ["", "The active score at the end of each run (features 0: the group's predicted spread, 1: m(1 − m) of its "
+              "mean; |t| of each slope in the fit on both, kept at |t| ≥ the gate):", "",
+              "| seed | anchor groups seen | features used | |t| of the slopes |", "|---|---|---|---|"]
+    for seed, score in rep["score_features"].items():
+        if score:
+            lines.append(f"| {seed} | {score['anchor_groups']} | {score['used'] or 'none'} | {score['t']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -124,11 +136,13 @@ def plot(runs: dict, path: Path) -> None:
         steps = sorted({s for r in runs.values() for s in r["steps"]})
         means = [np.mean([p["var"] for r in runs.values() for s2, p in zip(r["steps"], r["probes"][name]) if s2 == s])
                  for s in steps]
-        ax.plot(steps, means, marker="o", ms=3, label=name)
+        style = {"wmrl_ppi_active": dict(ls="--", marker="x", ms=5)}.get(name, dict(marker="o", ms=3))
+        ax.plot(steps, means, label=name, **style)
     ax.axvline(FITTED_FROM - 0.5, color="grey", lw=0.8, ls="--")
     ax.text(FITTED_FROM, ax.get_ylim()[1] * 0.95, "score can be fitted", fontsize=8, va="top")
-    ax.set(xlabel="GRPO step", ylabel="variance / |g|² (mean over seeds)", yscale="log",
-           title="wmrl_ppi's gradient variance under three anchor plans, equal executions")
+    ax.set(xlabel="GRPO step", ylabel="variance / |g|² (mean over seeds)",
+           title="wmrl_ppi's gradient variance, three anchor plans, equal executions", )
+    ax.title.set_fontsize(10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
