@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test test-slow lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup-verl test-verl setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test test-slow lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -257,6 +257,26 @@ DOCS_WORKERS ?= 3
 DOCS_ARGS ?=
 docs: setup
 	$(PY) docs/build.py --out $(DOCS_OUT) --workers $(DOCS_WORKERS) $(DOCS_ARGS)
+
+## setup-verl: a second venv, .venv-verl, with the `verl` extra (verl 0.9.1 pinned). verl 0.9.1 needs transformers < 5.11
+## and the CPU lock has 5.24, so this venv takes pip's own resolution under constraints.txt (transformers 5.10.4,
+## trl 1.16.0, torch 2.13.0+cpu), apart from .venv
+VERL_VENV := .venv-verl
+setup-verl: $(VERL_VENV)/.installed
+$(VERL_VENV)/.installed: pyproject.toml constraints.txt
+	@start=$$(date +%s); set -e; \
+	test -x $(VERL_VENV)/bin/python || python3 -m venv $(VERL_VENV); \
+	$(VERL_VENV)/bin/python -m pip install -q -U pip; \
+	$(VERL_VENV)/bin/python -m pip install -q -c constraints.txt -e '.[dev,train,verl]'; \
+	touch $@; \
+	$(MEASURED) "make setup-verl"
+
+## test-verl: what needs verl installed: the `verl` cells of 515_verl and 516_verl_recipe, and tests/test_verl_adapter.py
+test-verl: setup-verl
+	@start=$$(date +%s); set -e; \
+	for nb in nbs/515_verl.ipynb nbs/516_verl_recipe.ipynb; do $(VERL_VENV)/bin/nbdev-test --flags verl $$nb; done; \
+	$(VERL_VENV)/bin/pytest -q -p no:cacheprovider tests/test_verl_adapter.py; \
+	$(MEASURED) "make test-verl"
 
 ## lab: JupyterLab on the notebooks
 # a chapter saved from JupyterLab is saved clean (nbdev's pre-save hook, `jupyter_hooks` in pyproject.toml): opening and

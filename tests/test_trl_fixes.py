@@ -234,7 +234,7 @@ def test_the_issue_s_original_settings_do_not_fit(capsys):
     code = cli_train(["qwen3.5-4b", "trl.optim=adamw_torch", "trl.per_device_train_batch_size=8",
                       "trl.gradient_accumulation_steps=8", "trl.vllm_enable_sleep_mode=false",
                       "trl.vllm_gpu_memory_utilization=0.3",
-                      "world_model.options.engine_kwargs.gpu_memory_utilization=0.35",
+                      "world_model.server.gpu_memory_utilization=0.35",  # the launched server's share
                       "sandbox.memory_mb=65536", "sandbox.workers=8", "--plan"])
     out = capsys.readouterr().out
     assert code == 1 and "GPU: peak" in out and "host:" in out
