@@ -191,8 +191,11 @@ def test_a_server_that_dies_mid_run_stops_training_with_one_line(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupted_run_stops_its_server(tmp_path, sig):
     code = "import sys; from wmrl.adapters.train import cli_train; sys.exit(cli_train(sys.argv[1:]))"
+    # SIGINT as a terminal delivers it: a runner started in the background (`cmd &`) passes SIGINT on ignored, and a
+    # Python started with SIGINT ignored never raises KeyboardInterrupt (the run would finish and exit 0)
     trainer = subprocess.Popen([sys.executable, "-c", code, "tiny-cpu-served", f"output_dir={tmp_path}", "trl.max_steps=50"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log, deadline, pid = tmp_path / "world_model_server.log", time.monotonic() + 300, None
     try:
         while pid is None and time.monotonic() < deadline and trainer.poll() is None:
