@@ -432,7 +432,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'wmrl.adapters.verl.WMRLSession.plan': ('verl.html#wmrlsession.plan', 'wmrl/adapters/verl.py'),
                                     'wmrl.adapters.verl.WMRLSession.record': ('verl.html#wmrlsession.record', 'wmrl/adapters/verl.py'),
                                     'wmrl.adapters.verl._correct': ('verl.html#_correct', 'wmrl/adapters/verl.py'),
-                                    'wmrl.adapters.verl._floats': ('verl.html#_floats', 'wmrl/adapters/verl.py'),
                                     'wmrl.adapters.verl._restore': ('verl.html#_restore', 'wmrl/adapters/verl.py'),
                                     'wmrl.adapters.verl._save': ('verl.html#_save', 'wmrl/adapters/verl.py'),
                                     'wmrl.adapters.verl._streams': ('verl.html#_streams', 'wmrl/adapters/verl.py'),

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.correction import CorrectionConfig, CorrectionResult, WMRLCorrector
 from ..core.methods import METHODS
+from .trl_adapter import _as_floats  # a scorer's answer as floats, NaN for None
 
 # %% auto #0
 __all__ = ['VERL_VERSION', 'ESTIMATOR_PREFIX', 'ROW_KEYS', 'STATE_FOLDER', 'ESTIMATORS', 'estimator_name', 'estimator_method',
@@ -285,13 +286,6 @@ def register_estimators() -> list[str]:
 # %% ../../nbs/515_verl.ipynb #6fefb893
 _MANAGER = None
 
-def _floats(values, n_rows: int, what: str) -> np.ndarray:
-    "A scorer's answer as float64 with NaN for None; the length must match."
-    values = list(values)
-    if len(values) != n_rows:
-        raise ValueError(f"scorer.{what} returned {len(values)} rewards for {n_rows} rows")
-    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
-
 def load_scorer(scorer) -> Any:
     "A scorer (predict(rows), execute(rows)), or a 'module:function' string naming a function that builds one."
     if isinstance(scorer, str):
@@ -321,7 +315,7 @@ def score_batch(manager, data, return_dict: bool = False):
     rows = [{task_field: task, "completion": text} for task, text in zip(batch_column(data, manager.task_column), texts)]
     n, width = len(rows), data.batch["responses"].shape[-1]
     if data.meta_info.get("validate", False):  # validation: real rewards for every row, no correction
-        real = _floats(manager.scorer.execute(rows), n, "execute")
+        real = _as_floats(manager.scorer.execute(rows), n, "execute")
         tensor = last_token_rewards(lengths, width, real)
         return {"reward_tensor": tensor, "reward_extra_info": {"wmrl_real": real.tolist()}} if return_dict else tensor
     session, uids = manager.session, batch_column(data, "uid")
@@ -329,10 +323,10 @@ def score_batch(manager, data, return_dict: bool = False):
     anchors = session.plan(uids, keys)
     step, plan_keys = session._pending["step"], session._pending["keys"]
     predicted = (np.full(n, np.nan) if session.corrector.spec.executes == "all"
-                 else _floats(manager.scorer.predict(rows), n, "predict"))
+                 else _as_floats(manager.scorer.predict(rows), n, "predict"))
     real, chosen = np.full(n, np.nan), np.flatnonzero(anchors)
     if len(chosen):
-        real[chosen] = _floats(manager.scorer.execute([rows[i] for i in chosen]), len(chosen), "execute")
+        real[chosen] = _as_floats(manager.scorer.execute([rows[i] for i in chosen]), len(chosen), "execute")
     session.record(uids, predicted, real)
     tensor = last_token_rewards(lengths, width, headline_rewards(predicted, real, anchors))
     extra = {"wmrl_predicted": predicted.tolist(), "wmrl_real": real.tolist(), "wmrl_anchor": anchors.tolist(),

@@ -5,10 +5,12 @@
 # %% ../../nbs/241_limits.ipynb #12469f11
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import warm_server
 from .grading import STATUSES  # the shared status vocabulary
 
 # %% auto #0
@@ -118,22 +120,9 @@ class ExecutionRecord:
 SYNTAX_EXIT = 86   # the launcher's exit code for a solution that does not compile
 MEMORY_EXIT = 87   # ... and for a solution that died of MemoryError
 
-TREE_CPU_SOURCE = r'''
-def _watch_pidns(limit, stop):
-    """pid 1 without a cgroup: every 0.25 s, the CPU-s of its pid namespace (what it reaped, then each live process's
-    own and what that one reaped); past `limit`, stop(). A job that sends SIGALRM itself buys no extra scans."""
-    import signal, time
-    tick, last = os.sysconf("SC_CLK_TCK"), [0.0]
-    def watch(*_):
-        if time.monotonic() - last[0] < 0.2: return
-        last[0], used = time.monotonic(), sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
-        for p in os.listdir("/proc"):  # the fields after the name: utime, stime, cutime, cstime are 11 to 14
-            if not p.isdigit() or p == "1": continue
-            try: used += sum(map(int, open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[11:15])) / tick
-            except (OSError, ValueError): pass
-        if used > limit: stop()
-    signal.signal(signal.SIGALRM, watch); signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
-'''  # shared by the launcher and the warm server's per-job init (`291_warm_server`)
+# pid 1's count of its pid namespace's CPU without a cgroup: the warm server's own function (`291_warm_server`, a
+# module the sandbox runs as text), put in the cold launcher as text too, so cold and warm follow one rule
+TREE_CPU_SOURCE = "\n" + inspect.getsource(warm_server._watch_pidns)
 
 LAUNCHER_SOURCE = r'''
 import os, resource, sys

@@ -219,7 +219,7 @@ def _end_all(*_: object) -> None:
 def _watch_pidns(limit, stop):
     """pid 1 without a cgroup: every 0.25 s, the CPU-s of its pid namespace (what it reaped, then each live process's
     own and what that one reaped); past `limit`, stop(). A job that sends SIGALRM itself buys no extra scans."""
-    import signal, time  # noqa: E401, I001 (the launcher's text, `241_limits`, as it is)
+    import signal, time  # noqa: E401, I001 (the cold launcher runs this text too, `241_limits`)
     tick, last = os.sysconf("SC_CLK_TCK"), [0.0]
     def watch(*_):
         if time.monotonic() - last[0] < 0.2: return
