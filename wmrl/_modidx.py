@@ -214,6 +214,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'wmrl.adapters.plan.plan': ('plan.html#plan', 'wmrl/adapters/plan.py'),
                                     'wmrl.adapters.plan.policy_precision': ('plan.html#policy_precision', 'wmrl/adapters/plan.py'),
                                     'wmrl.adapters.plan.sequence_lengths': ('plan.html#sequence_lengths', 'wmrl/adapters/plan.py'),
+                                    'wmrl.adapters.plan.size_engine': ('plan.html#size_engine', 'wmrl/adapters/plan.py'),
                                     'wmrl.adapters.plan.state_bytes_per_sequence': ( 'plan.html#state_bytes_per_sequence',
                                                                                      'wmrl/adapters/plan.py'),
                                     'wmrl.adapters.plan.training_memory': ('plan.html#training_memory', 'wmrl/adapters/plan.py'),

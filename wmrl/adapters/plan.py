@@ -19,7 +19,7 @@ __all__ = ['GIB', 'HARDWARE', 'DTYPE_BYTES', 'BLOCK_ABSMAX', 'FUSED_TILE', 'SYST
            'SERVER_HOST_GIB', 'Hardware', 'models_dir', 'load_architecture', 'layer_kinds', 'parameter_count',
            'activation_bytes', 'kv_bytes_per_token', 'state_bytes_per_sequence', 'optimizer_bytes_per_param',
            'embedding_state_bytes', 'fused_head_bytes', 'policy_precision', 'sequence_lengths', 'engines',
-           'training_memory', 'world_model_bill', 'host_and_disk', 'plan', 'format_plan', 'measure_step',
+           'size_engine', 'training_memory', 'world_model_bill', 'host_and_disk', 'plan', 'format_plan', 'measure_step',
            'estimate_step']
 
 # %% ../../nbs/540_plan.ipynb #1bd15efc
@@ -199,7 +199,6 @@ PROCESS_OVERHEAD_GIB = 1.0  # CUDA context and allocator slack per training proc
 def engines(config: dict, arch: dict, hw: Hardware) -> list[dict]:
     "The run's vLLM engines on one device: reservation, weights, KV room, tokens needed, sleep, own process or not."
     trl, wm = config["trl"], config["world_model"]
-    weights = parameter_count(arch) * 2 / GIB
     found = []
     if trl.get("use_vllm") and trl.get("vllm_mode", "colocate") == "colocate":
         seqs = trl.get("per_device_train_batch_size", 8) * (trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps", 1))
@@ -213,14 +212,17 @@ def engines(config: dict, arch: dict, hw: Hardware) -> list[dict]:
                       "utilization": (server if served else kwargs).get("gpu_memory_utilization", 0.9),
                       "max_len": kwargs.get("max_model_len") or arch.get("max_position_embeddings", 32768),
                       "sleeps": bool(options.get("sleep")), "sequences": 8, "own_process": bool(served)})
-    for engine in found:
-        engine["reserved_gib"] = engine["utilization"] * hw.gpu_gib
-        engine["weights_gib"] = weights
-        engine["kv_gib"] = engine["reserved_gib"] - weights - ENGINE_OVERHEAD_GIB
-        per_seq = (engine["max_len"] * kv_bytes_per_token(arch) + state_bytes_per_sequence(arch)) / GIB
-        engine["one_sequence_gib"] = per_seq
-        engine["concurrent_sequences"] = max(0, math.floor(engine["kv_gib"] / per_seq)) if per_seq else 0
-    return found
+    return [size_engine(engine, arch, hw) for engine in found]
+
+def size_engine(engine: dict, arch: dict, hw: Hardware) -> dict:
+    "An engine ({utilization, max_len, ...}) with its reservation, bf16 weights, KV room and full-length sequences it holds."
+    engine["reserved_gib"] = engine["utilization"] * hw.gpu_gib
+    engine["weights_gib"] = parameter_count(arch) * 2 / GIB
+    engine["kv_gib"] = engine["reserved_gib"] - engine["weights_gib"] - ENGINE_OVERHEAD_GIB
+    per_seq = (engine["max_len"] * kv_bytes_per_token(arch) + state_bytes_per_sequence(arch)) / GIB
+    engine["one_sequence_gib"] = per_seq
+    engine["concurrent_sequences"] = max(0, math.floor(engine["kv_gib"] / per_seq)) if per_seq else 0
+    return engine
 
 # %% ../../nbs/540_plan.ipynb #44d619ea
 def _zero_divisors(stage: int, n: int) -> tuple[int, int, int]:

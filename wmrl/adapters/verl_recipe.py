@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .plan import GIB, HARDWARE, HEADROOM, load_architecture, parameter_count, sequence_lengths
+from .plan import HARDWARE, HEADROOM, load_architecture, sequence_lengths, size_engine
 from .plan_time import run_totals, time_rows, timed_plan
 from .train_config import config_path, load_config, read_yaml
 
@@ -139,16 +139,11 @@ def kit_equivalent(recipe: VerlRecipe) -> dict:
 
 # %% ../../nbs/516_verl_recipe.ipynb #17e911ee
 def world_model_engine(recipe: VerlRecipe, config: dict) -> dict:
-    "One world-model GPU: its engine's reservation, weights, KV room and how many checks of the full context it holds."
-    from wmrl.adapters.plan import ENGINE_OVERHEAD_GIB, kv_bytes_per_token, state_bytes_per_sequence
+    "One world-model GPU: its engine's reservation, weights, KV room and checks of the full context it holds (540's sizing)."
     hw, arch = HARDWARE[recipe.hardware], load_architecture(config["model"]["architecture"])
     max_len = int((config["world_model"].get("options") or {}).get("engine_kwargs", {}).get("max_model_len") or 12288)
-    reserved = recipe.world_model_gpu_memory_utilization * hw.gpu_gib
-    weights = parameter_count(arch) * 2 / GIB
-    kv = reserved - weights - ENGINE_OVERHEAD_GIB
-    per_check = (max_len * kv_bytes_per_token(arch) + state_bytes_per_sequence(arch)) / GIB
-    return {"reserved_gib": reserved, "weights_gib": weights, "kv_gib": kv, "max_len": max_len,
-            "concurrent_checks": max(0, math.floor(kv / per_check))}
+    return size_engine({"name": "world-model vLLM", "utilization": recipe.world_model_gpu_memory_utilization,
+                        "max_len": max_len}, arch, hw)
 
 def verl_plan(recipe: VerlRecipe) -> dict:
     "The plan of the recipe's training node, corrected for the world-model node, the sandbox host and the GPUs held."
@@ -175,7 +170,7 @@ def verl_plan(recipe: VerlRecipe) -> dict:
     sandbox_host = recipe.sandbox_slots * per_job
     if sandbox_host > hw.host_gib:
         problems.append(f"sandbox host: {recipe.sandbox_slots} slots x {per_job:g} GiB > {hw.host_gib:.0f} GiB")
-    if wm["concurrent_checks"] < 1:
+    if wm["concurrent_sequences"] < 1:
         problems.append(f"world-model engine: {wm['kv_gib']:.1f} GiB of KV cannot hold one {wm['max_len']}-token check")
     if wm["reserved_gib"] > HEADROOM * hw.gpu_gib:
         problems.append(f"world-model engine reserves {wm['reserved_gib']:.1f} GiB > {HEADROOM:.0%} of the card")
@@ -196,7 +191,7 @@ def format_verl_plan(result: dict) -> str:
              f"  training GPU, rollout awake      {result['generation_gib']:6.1f} GiB of {hw.gpu_gib:.0f}",
              f"  training GPU, update             {result['backward_gib']:6.1f} GiB of {hw.gpu_gib:.0f} (rollout asleep; +12% allocator margin)",
              f"  world-model GPU                  {wm['reserved_gib']:6.1f} GiB reserved: {wm['weights_gib']:.1f} weights, "
-             f"{wm['kv_gib']:.1f} KV = {wm['concurrent_checks']} checks of {wm['max_len']:,} tokens",
+             f"{wm['kv_gib']:.1f} KV = {wm['concurrent_sequences']} checks of {wm['max_len']:,} tokens",
              f"  training node host               {result['host_gib']:6.0f} GiB of {hw.host_gib:.0f}",
              f"  sandbox host                     {result['sandbox_host_gib']:6.0f} GiB of {hw.host_gib:.0f}",
              f"  disk                             {result['disk_gib']:6.0f} GiB of {hw.disk_gib:.0f} "
