@@ -216,13 +216,11 @@ def engines(config: dict, arch: dict, hw: Hardware) -> list[dict]:
 
 def size_engine(engine: dict, arch: dict, hw: Hardware) -> dict:
     "An engine ({utilization, max_len, ...}) with its reservation, bf16 weights, KV room and full-length sequences it holds."
-    engine["reserved_gib"] = engine["utilization"] * hw.gpu_gib
-    engine["weights_gib"] = parameter_count(arch) * 2 / GIB
-    engine["kv_gib"] = engine["reserved_gib"] - engine["weights_gib"] - ENGINE_OVERHEAD_GIB
+    reserved, weights = engine["utilization"] * hw.gpu_gib, parameter_count(arch) * 2 / GIB
     per_seq = (engine["max_len"] * kv_bytes_per_token(arch) + state_bytes_per_sequence(arch)) / GIB
-    engine["one_sequence_gib"] = per_seq
-    engine["concurrent_sequences"] = max(0, math.floor(engine["kv_gib"] / per_seq)) if per_seq else 0
-    return engine
+    return engine | {"reserved_gib": reserved, "weights_gib": weights, "one_sequence_gib": per_seq,
+                     "kv_gib": (kv := reserved - weights - ENGINE_OVERHEAD_GIB),
+                     "concurrent_sequences": max(0, math.floor(kv / per_seq)) if per_seq else 0}
 
 # %% ../../nbs/540_plan.ipynb #44d619ea
 def _zero_divisors(stage: int, n: int) -> tuple[int, int, int]:
