@@ -130,6 +130,42 @@ def test_integrity_check_names_the_cause(headline):
     assert report["training_differs_from_step"] == {5: 12}
 
 
+def test_budget_flip_admits_programs_crossing_the_budget_only(headline):
+    "Into timeout from any status, or all out of it: a budget; a move between two other statuses, or both ways: not."
+    flip = headline.budget_flip
+    assert flip({"ok": -1, "timeout": 1}) and flip({"ok": -3, "timeout": 3}) and flip({"ok": 1, "timeout": -1})
+    assert flip({"invalid_submission": -1, "ok": -1, "timeout": 2})  # seeds_4_5, seed 4, step 25
+    assert not flip({"ok": -1, "invalid_submission": 1})  # a changed scoring path, no budget involved
+    assert not flip({"ok": -2, "invalid_submission": 1, "timeout": 1})  # one program into timeout, one elsewhere
+    assert not flip({"ok": -1, "runtime_error": 1, "timeout": 0}) and not flip({}) and not flip({"timeout": 1})
+    assert not flip({"ok": 1, "invalid_submission": -2, "timeout": 1})  # out of timeout and into it at once
+
+
+def test_a_slice_lands_only_when_its_caches_show_budget_kills(headline, tmp_path):
+    "Every timeout in a slice's caches must be a CPU-budget kill; a wall kill or an infra error stops the slice."
+    def cache(folder, records):
+        folder.mkdir(parents=True)
+        (folder / "execution_cache.json").write_text(json.dumps({f"k{i}": r for i, r in enumerate(records)}))
+    ok = {"status": "ok", "cpu_s": 1.0, "message": "", "infra_error": False}
+    cpu = {"status": "timeout", "cpu_s": 6.8, "message": "killed at the CPU-time limit of 7 s", "infra_error": False}
+    wall = {"status": "timeout", "cpu_s": 0.4, "message": "killed at the wall-clock limit of 80 s", "infra_error": False}
+    cache(tmp_path / "a", [ok, cpu, cpu])
+    cache(tmp_path / "b", [ok, wall])
+    good = headline.audit_cache([tmp_path / "a"])
+    assert good == {"records": 3, "timeouts": 2, "cpu_limit_kills": 2, "other_timeouts": [], "infra_errors": 0,
+                    "kill_cpu_s": [6.8, 6.8]}
+    clean = {"wmrl": {"training_differs_from_step": {}, "causes": [{"seed": 4, "step": 25, "budget_flip": True,
+                                                                   "statuses": {"ok": -1, "timeout": 1}}]}}
+    assert headline.lands(clean, good) == []
+    bad = headline.audit_cache([tmp_path / "a", tmp_path / "b"])
+    assert bad["timeouts"] == 3 and bad["cpu_limit_kills"] == 2
+    assert "wall-clock" in " ".join(headline.lands(clean, bad))
+    assert headline.lands(clean, None) and headline.lands(clean, dict(good, infra_errors=1))
+    moved = {"wmrl": {"training_differs_from_step": {4: 12}, "causes": [{"seed": 4, "step": 25, "budget_flip": False,
+                                                                        "statuses": {"ok": -1, "invalid_submission": 1}}]}}
+    assert len(headline.lands(moved, good)) == 2
+
+
 def test_collect_labels_the_arms(headline, tmp_path):
     def metrics(method, fraction, seed):
         evals = [{"steps_done": k, "heldout_percentile": 20.0 + k, "sandbox_cpu_s": 1.0 * k, "total_compute_s": 1.2 * k}
@@ -138,10 +174,11 @@ def test_collect_labels_the_arms(headline, tmp_path):
                 "totals": {k: 1.0 for k in ("sandbox_cpu_s", "total_compute_s", "n_executions", "n_cache_hits", "eval_sandbox_cpu_s")}}
     for grid, runs in {"g8": [("grpo_real", 0.1), ("wmrl", 0.1), ("wmrl_ppi", 0.1)], "g4": [("wmrl_ppi", 0.25)]}.items():
         for method, fraction in runs:
-            run = tmp_path / grid / f"{method}__seed3"
+            run = tmp_path / grid / f"{method}__seed9"
             run.mkdir(parents=True)
-            (run / "metrics.json").write_text(json.dumps(metrics(method, fraction, 3)))
-    # through the command line, as the README says to run it (--command must not clobber the subcommand)
+            (run / "metrics.json").write_text(json.dumps(metrics(method, fraction, 9)))
+    (tmp_path / "g8" / "execution_cache.json").write_text(json.dumps({"k": {"status": "ok", "cpu_s": 1.0}}))
+    # seed 9: beyond the committed long grids' seeds 0-7, so only the cache audit decides; through the command line, as the README says to run it (--command must not clobber the subcommand)
     assert headline.main(["--results", str(tmp_path / "res"), "collect", str(tmp_path / "g8"), str(tmp_path / "g4"),
                           "--slice", "seeds_3", "--command", "make headline-slice SEEDS=3", "--wall", "1 min 2 s"]) == 0
     out = tmp_path / "res" / "slices" / "seeds_3.jsonl"
@@ -149,6 +186,11 @@ def test_collect_labels_the_arms(headline, tmp_path):
     assert [r["arm"] for r in lines] == ["grpo_real", "wmrl", "wmrl_ppi", "wmrl_ppi_rho25"]
     meta = json.loads((tmp_path / "res" / "slices" / "seeds_3.meta.json").read_text())
     assert meta["wall"] == "1 min 2 s" and meta["command"].startswith("make headline-slice")
+    assert meta["cache_audit"]["records"] == 1 and meta["cache_audit"]["timeouts"] == 0
+    (tmp_path / "g8" / "execution_cache.json").unlink()  # nothing to audit: the slice is refused, nothing written
+    assert headline.main(["--results", str(tmp_path / "res2"), "collect", str(tmp_path / "g8"), str(tmp_path / "g4"),
+                          "--slice", "seeds_3", "--command", "x", "--wall", "1 s"]) == 2
+    assert not (tmp_path / "res2").exists()
     with pytest.raises(ValueError, match="no arm of the headline"):
         headline.arm_of({"method": "ppi", "anchor_fraction": 0.1})
 
@@ -166,11 +208,15 @@ def test_the_forecast_quoted_is_the_committed_one(headline):
 
 def test_committed_slices_pass_the_integrity_rule(headline):
     """Every committed slice: training equal to the long grids at every shared step, and every differing evaluation an
-    ok <-> timeout change of held-out programs; check.json and the README's counts are what `check` prints."""
+    budget flip of held-out programs, and every slice with a kept cache audit showing CPU-budget kills only; check.json
+    and the README's counts are what `check` prints."""
     report = headline.check(headline.load_lines())
     assert json.loads(json.dumps(report)) == json.loads((headline.HEADLINE / "check.json").read_text())
     assert all(r["training_differs_from_step"] == {} for r in report.values())
     assert all(c["budget_flip"] for r in report.values() for c in r["causes"])
+    for meta in sorted((headline.HEADLINE / "slices").glob("*.meta.json")):
+        audit = json.loads(meta.read_text()).get("cache_audit")
+        assert audit is None or headline.lands({}, audit) == [], meta.name
     equal = sum(r["equal"] for r in report.values())
     total = equal + sum(len(r["differ"]) for r in report.values())
     steps = sum(r["training_steps_compared"] for r in report.values())

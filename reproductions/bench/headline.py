@@ -58,11 +58,16 @@ def collect(folders: list[Path], name: str, command: str, wall: str, results: Pa
     lines = grid_lines(folders)
     if not lines:
         raise ValueError(f"no finished run in {[str(f) for f in folders]}")
+    audit = audit_cache(folders)
+    why = lands(check(lines), audit)
+    if why:
+        raise ValueError("this slice does not land: " + "; ".join(why))
     out = results / "slices" / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     lines.sort(key=lambda r: (r["seed"], list(ARMS).index(r["arm"])))
     out.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    meta = {"slice": name, "command": command, "wall": wall, "runs": [[r["arm"], r["seed"]] for r in lines]}
+    meta = {"slice": name, "command": command, "wall": wall, "runs": [[r["arm"], r["seed"]] for r in lines],
+            "cache_audit": audit}
     (results / "slices" / f"{name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return out
 
@@ -107,11 +112,50 @@ def _same_training(old: dict, new: dict, rel: float = 1e-6) -> int | None:
     return None
 
 
+def budget_flip(change: dict) -> bool:
+    """Whether a change of held-out statuses is programs crossing the CPU budget, and nothing else (the rule settled in
+    the results README after `seeds_4_5`): every program that moved went into `timeout` (a program that ended ok, or
+    wrote an invalid file, near its 7 CPU-s there and hit the budget first here), or every one came out of it. A
+    program that moved between two other statuses (ok -> invalid_submission) is a changed scoring path, never a
+    budget: the sandbox says `timeout` only when the kernel's CPU account crosses the budget."""
+    moved = {k: v for k, v in change.items() if k != "timeout"}
+    t = change.get("timeout", 0)
+    return bool(t) and bool(moved) and sum(moved.values()) == -t and all(v * t < 0 for v in moved.values())
+
+
+def audit_cache(folders: list[Path]) -> dict:
+    """Every `timeout` of a slice's execution caches (training and held-out programs alike go through the cache, which
+    starts empty in a slice's own folder), by cause: a kill at the CPU budget is the only cause `budget_flip` admits;
+    a wall kill (a starved or hung program) or an infrastructure error is not. Also each kill's CPU-s range."""
+    records = [r for f in folders for path in sorted(Path(f).glob("execution_cache.json"))
+               for r in json.loads(path.read_text()).values()]
+    timeouts = [r for r in records if r.get("status") == "timeout"]
+    cpu_kills = [r for r in timeouts if str(r.get("message", "")).startswith("killed at the CPU-time limit")]
+    return {"records": len(records), "timeouts": len(timeouts), "cpu_limit_kills": len(cpu_kills),
+            "other_timeouts": sorted({str(r.get("message", ""))[:80] for r in timeouts if r not in cpu_kills}),
+            "infra_errors": sum(bool(r.get("infra_error")) for r in records),
+            "kill_cpu_s": [round(min(r["cpu_s"] for r in cpu_kills), 2), round(max(r["cpu_s"] for r in cpu_kills), 2)]
+            if cpu_kills else None}
+
+
+def lands(report: dict, audit: dict | None) -> list[str]:
+    """Why a slice may not be committed (empty: it lands): training must equal the committed runs at every shared
+    step, every differing evaluation must be a `budget_flip`, and every timeout in its caches a CPU-budget kill."""
+    why = [f"{arm}: training differs (seed: first step) {r['training_differs_from_step']}"
+           for arm, r in report.items() if r["training_differs_from_step"]]
+    why += [f"{arm} seed {c['seed']} step {c['step']}: statuses {c['statuses']} are not a budget flip"
+            for arm, r in report.items() for c in r["causes"] if not c["budget_flip"]]
+    if audit is None or not audit["records"]:
+        why.append("no execution cache to audit (check --runs on the slice's own folders)")
+    elif audit["timeouts"] != audit["cpu_limit_kills"] or audit["infra_errors"]:
+        why.append(f"timeouts other than a CPU-budget kill: {audit['other_timeouts']}; infra errors {audit['infra_errors']}")
+    return why
+
+
 def check(lines: list[dict], tolerance: float = 0.01) -> dict:
     """Seeds 0-7 against the committed long grids: every shared evaluation equal to `tolerance` points, and the
     training itself (the gradient norm of every shared step). Each differing evaluation carries its cause as far as
-    the logs show it: the change in its held-out programs' statuses, and `budget_flip` when the only change is ok <->
-    timeout (a program near its 7 CPU-s budget ending on the other side of it, as on a loaded machine)."""
+    the logs show it: the change in its held-out programs' statuses, and whether it is a `budget_flip`."""
     report = {}
     for arm, folder in COMMITTED.items():
         method = ARMS[arm][0]
@@ -129,8 +173,7 @@ def check(lines: list[dict], tolerance: float = 0.01) -> dict:
                     else:
                         differ.append([seed, step, round(was[step], 3), round(score, 3)])
                         change = _status_change(old_counts.get(step), new_counts.get(step))
-                        flip = bool(change) and set(change) == {"ok", "timeout"} and change["ok"] == -change["timeout"]
-                        causes.append({"seed": seed, "step": step, "statuses": change, "budget_flip": flip})
+                        causes.append({"seed": seed, "step": step, "statuses": change, "budget_flip": budget_flip(change)})
             training[seed] = _same_training(old[seed], run)
             compared += min(len(old[seed].get("grad_norm") or []), len(run.get("grad_norm") or []))
         report[arm] = {"seeds": sorted(new), "equal": equal, "differ": differ, "causes": causes, "against": folder,
@@ -303,17 +346,23 @@ def main(argv=None) -> int:
         lines = load_lines(args.results)
         if args.action == "check":
             report = check(grid_lines(args.runs) if args.runs else lines)
+            audit = audit_cache(args.runs) if args.runs else None
             for arm, r in report.items():
                 print(f"{arm}: seeds {r['seeds']}: {r['equal']} evaluations equal to {r['against']}'s, {len(r['differ'])} differ"
                       + (f": {r['differ'][:6]}" if r["differ"] else ""))
                 for c in r["causes"]:
                     print(f"  seed {c['seed']} step {c['step']}: held-out statuses {c['statuses'] or 'unchanged'}"
-                          + (" (a program near its CPU budget on the other side of it)" if c["budget_flip"] else ""))
+                          + (" (programs near the CPU budget on the other side of it)" if c["budget_flip"] else " (NOT a budget flip)"))
                 trained = r["training_differs_from_step"]
                 print(f"  training, the gradient norm of {r['training_steps_compared']} shared steps: "
                       + ("equal at every step" if not trained else f"differs (seed: first step) {trained}"))
+            if audit is not None:
+                print(f"execution caches: {audit['records']} records, {audit['timeouts']} timeouts, {audit['cpu_limit_kills']} of them "
+                      f"CPU-budget kills (at {audit['kill_cpu_s']} CPU-s as recorded), {audit['infra_errors']} infra errors")
+                why = lands(report, audit)
+                print("this slice lands" if not why else "this slice does NOT land: " + "; ".join(why))
             print(json.dumps(report))
-            return 0
+            return 0 if audit is None or not why else 1
         if args.boot < 10000 and not args.interim:
             raise ValueError(f"the pre-registered B is at least 10,000, got {args.boot}")
         have = _complete(curves(lines))
