@@ -21,6 +21,7 @@ from typing import Protocol
 
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
 from .masks import dataset_masks
+from .warm_server import queue_wait_s
 from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file, job_uid, run_as, submission_cap
 
 # %% auto #0
@@ -48,12 +49,22 @@ def _exits_within(proc: subprocess.Popen, seconds: float) -> bool:
         if time.monotonic() >= end: return False
         time.sleep(0.01)
 
+def _waited(proc: subprocess.Popen, timed_out: bool) -> float:
+    "At the wall net, how long the job's tree waited for a CPU (`queue_wait_s`, host pids); NaN when it was not timed out."
+    if not timed_out:
+        return math.nan
+    fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return queue_wait_s(proc.pid, fd)
+    finally:
+        os.close(fd)
+
 def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: float) -> RawRun:
     """Wait for `proc` (stdout/stderr pipes), enforcing the wall clock and output cap with `kill_tree()`. At the net, a
     program that has exited (its leftovers still hold the pipes) or exits within `GRACE_S` is not a timeout: on a
     loaded machine a finished program must not be recorded as one."""
     tails = {proc.stdout: _Tail(limits.output_kb << 10), proc.stderr: _Tail(limits.output_kb << 10)}
-    deadline, timed_out, overflow, netted = started + limits.wall_s, False, False, False
+    deadline, timed_out, overflow, netted, waited = started + limits.wall_s, False, False, False, math.nan
     with selectors.DefaultSelector() as sel:
         for stream in tails:
             sel.register(stream, selectors.EVENT_READ)
@@ -63,6 +74,7 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
                 break                   # something escaped holding the pipes: stop reading
             if now >= deadline and not netted:
                 netted, timed_out = True, not _exits_within(proc, GRACE_S)
+                waited = _waited(proc, timed_out)
                 kill_tree()  # a timed-out program, or what a finished one left behind holding its pipes
             for key, _ in sel.select(timeout=max(0.0, (deadline if not netted else deadline + 2.0) - now)):
                 chunk = os.read(key.fd, 65536)
@@ -79,6 +91,7 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
             break
         if time.monotonic() >= deadline and not netted:
             netted, timed_out = True, not _exits_within(proc, GRACE_S)
+            waited = _waited(proc, timed_out)
             kill_tree()
         time.sleep(0.001)
     wall = time.monotonic() - started
@@ -89,7 +102,8 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     return RawRun(exit_code=code, signal=sig, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
                   peak_mb=usage.ru_maxrss / 1024, stdout_tail=tails[proc.stdout].text(),
-                  stderr_tail=tails[proc.stderr].text(), timed_out=timed_out, output_overflow=overflow)
+                  stderr_tail=tails[proc.stderr].text(), timed_out=timed_out, output_overflow=overflow,
+                  queue_wait_s=waited)
 
 # %% ../../nbs/281_backends.ipynb #9c9b40c8
 class SandboxBackend(Protocol):

@@ -88,6 +88,7 @@ class RawRun:
     notes: list[str] = field(default_factory=list)
     overhead_cpu_s: float = 0.0        # CPU charged to the run that it did not use itself (a warm server's start)
     contended: bool = False            # a shared cap fired while it ran beside other jobs: not a record to reuse
+    queue_wait_s: float = math.nan     # at a wall kill: the seconds its live processes waited for a CPU (`starved`)
 
 @dataclass
 class ExecutionRecord:

@@ -21,7 +21,7 @@ from .warm import WarmBackend
 log = logging.getLogger("wmrl.execution.sandbox")
 
 # %% auto #0
-__all__ = ['log', 'get_backend', 'backend_tag', 'classify', 'task_limits', 'execute']
+__all__ = ['log', 'STARVED_SHARE', 'get_backend', 'backend_tag', 'classify', 'task_limits', 'starved', 'execute']
 
 # %% ../../nbs/240_sandbox.ipynb #8a81bf4c
 _BWRAP_OK: dict[str, bool] = {}
@@ -119,6 +119,15 @@ def task_limits(task) -> SandboxLimits:
     budget = float(getattr(task, "compute_budget_s", 0) or 0)
     return cpu_budget(budget) if budget > 0 else SandboxLimits.from_settings()
 
+STARVED_SHARE = 0.5  # a wall kill whose job waited for a CPU at least this share of its wall is the host's event
+
+def starved(raw: RawRun) -> bool:
+    """Was a wall kill the host's doing? A program that blocks (a sleep, a lock, a pipe) waits on no run queue, and a
+    CPU-bound one on a free core meets its CPU budget long before the wall net; a job killed by the wall clock while
+    its processes waited for a CPU most of that time was starved by its neighbours. Charging that to the program
+    would make its reward depend on the machine's load, so `execute` runs it once more instead."""
+    return raw.timed_out and not math.isnan(raw.queue_wait_s) and raw.queue_wait_s >= STARVED_SHARE * raw.wall_s
+
 def execute(task, code: str, backend: SandboxBackend | str | None = None, limits: SandboxLimits | None = None) -> ExecutionRecord:
     "Execute `code` on `task`'s public data in a sandbox and grade what it wrote."
     if not isinstance(code, str):
@@ -127,8 +136,14 @@ def execute(task, code: str, backend: SandboxBackend | str | None = None, limits
         backend = get_backend(backend)
     limits = task_limits(task) if limits is None else limits
     with tempfile.TemporaryDirectory(prefix="wmrl-out-") as out:
-        raw = backend.run(code, task.public_dir, limits, Path(out))
+        raw, note = backend.run(code, task.public_dir, limits, Path(out)), ""
+        if starved(raw):  # the host's event, not the program's: once more, and the second run stands
+            note = f" (run twice: the first was starved, {raw.queue_wait_s:.0f} s of its {raw.wall_s:.0f} s waiting for a CPU)"
+            (again := Path(out) / "again").mkdir()
+            raw = backend.run(code, task.public_dir, limits, again)
+            raw.contended = raw.contended or starved(raw)  # starved again: right for now, never a record to reuse
         status, message = classify(raw, limits)
+        message += note
         position = raw_score = math.nan
         if status == "ok":
             graded = grade_submission_file(task, raw.submission_path)

@@ -226,7 +226,7 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
                      signal=os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None,
                      wall_s=answer["wall_s"], cpu_s=answer["cpu_s"], peak_mb=answer["peak_mb"],
                      stdout_tail=answer["stdout"], stderr_tail=answer["stderr"],
-                     timed_out=answer["timed_out"], output_overflow=answer["overflow"])
+                     timed_out=answer["timed_out"], output_overflow=answer["overflow"], queue_wait_s=answer["queue_wait_s"])
         if answer["over_budget"]:
             raw.notes.append(f"killed when its processes together passed the CPU budget of {limits.cpu_limit_s} s")
         if answer["fork_refused"]:

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['EXIT_SEMANTICS', 'libc', 'NEWNS', 'NEWUSER', 'NEWPID', 'NEWNET', 'NEWIPC', 'NOSUID', 'NODEV', 'BIND', 'REC',
-           'PRIVATE', 'select_one', 'main']
+           'PRIVATE', 'select_one', 'queue_wait_s', 'main']
 
 # %% ../../nbs/291_warm_server.ipynb #c8e5e15b
 # no `from __future__ import annotations` here: a job's `compile` would inherit it (PEP 563), unlike a cold run
@@ -216,6 +216,17 @@ _victims = [-1]  # isolated: every process of the job's pid namespace; else only
 def _end_all(*_: object) -> None:
     try: os.kill(_victims[0], signal.SIGKILL)
     except OSError: pass
+def queue_wait_s(root: int, proc: int) -> float:
+    """Seconds `root` and its live descendants have waited for a CPU (schedstat), read through `proc`, a /proc showing
+    them: long only when a loaded host starves the job (`sandbox.starved`); read from outside, the job cannot forge it"""
+    kids: dict = {}; wait: dict = {}
+    for p in filter(str.isdigit, os.listdir(proc)):
+        try: stat, sched = _read_at(proc, p + "/stat"), _read_at(proc, p + "/schedstat")
+        except OSError: continue
+        wait[int(p)] = int(sched.split()[1]); kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(p))
+    tree, todo = [], [root]
+    while todo: tree.append(todo.pop()); todo += kids.get(tree[-1], [])
+    return sum(wait.get(p, 0) for p in tree) / 1e9
 def _watch_pidns(limit, stop):
     """pid 1 without a cgroup: every 0.25 s, the CPU-s of its pid namespace (what it reaped, then each live process's
     own and what that one reaped); past `limit`, stop(). A job that sends SIGALRM itself buys no extra scans."""
@@ -285,6 +296,7 @@ def _supervise(req: dict, result: int, dest: int) -> None:
     _only_fds(result, dest)
     groups = _join_groups(req)
     cpu_fd = os.open("cpuacct.usage", os.O_RDONLY, dir_fd=groups["cpuacct"][1]) if "cpuacct" in groups else None
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)  # the server's /proc, before init mounts the job's own
     if req["isolate"]: _namespaces(req)
     else: os.mkdir(req["cwd"])
     wd = os.open(req["cwd"], os.O_RDONLY | os.O_DIRECTORY)
@@ -293,16 +305,17 @@ def _supervise(req: dict, result: int, dest: int) -> None:
     started = time.monotonic()
     init = _fork()
     if init == 0:
-        for fd in [rd, result, dest, wd] + [fd for pair in groups.values() for fd in pair] + ([cpu_fd] if cpu_fd is not None else []):
+        for fd in [rd, result, dest, wd, proc] + [fd for pair in groups.values() for fd in pair] + ([cpu_fd] if cpu_fd is not None else []):
             os.close(fd)
         _init(req, out, err, wr)
     os.close(wr)
     pidfd = os.pidfd_open(init)
     timed_out = overflow = over_budget = False
-    deadline = started + req["wall_s"]
+    deadline, waited = started + req["wall_s"], float("nan")
     while not select_one(pidfd, min(0.02, max(0.0, deadline - time.monotonic()))):
         late = time.monotonic() >= deadline
         if late: timed_out = not select_one(rd, 2.0)  # finished (reported) or about to within 2 s: not a timeout
+        if timed_out: waited = queue_wait_s(init, proc)  # before the kill: how long the job waited for a CPU
         elif os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]: overflow = True
         elif _tree_cpu_s(cpu_fd) > req["cpu_budget"] + 1: over_budget = True  # every process of the job together
         if late or overflow or over_budget:
@@ -314,11 +327,11 @@ def _supervise(req: dict, result: int, dest: int) -> None:
     # cold backends do, which read every byte
     overflow = overflow or os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]
     wall = time.monotonic() - started
-    if cpu_fd is not None: os.close(cpu_fd)
+    for fd in [proc] + ([cpu_fd] if cpu_fd is not None else []): os.close(fd)
     refused = _leave_groups(groups, req)
     report = os.read(rd, 4)
     answer = {"status": struct.unpack("i", report)[0] if len(report) == 4 else None, "wall_s": wall,
-              "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out,
+              "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out, "queue_wait_s": waited,
               "overflow": overflow, "over_budget": over_budget, "fork_refused": refused, "stdout": _tail(out, req["tail"]), "stderr": _tail(err, req["tail"]),
               "submission": _take_submission(wd, dest, req["cap"])}
     os.write(result, json.dumps(answer).encode()); os._exit(0)
@@ -331,8 +344,7 @@ def _start(req: dict, sel: selectors.BaseSelector, running: dict[int, dict]) -> 
     rd, wr = os.pipe()
     pid = _fork()
     if pid == 0:
-        try:
-            os.close(rd); _supervise(req, wr, dest)
+        try: os.close(rd); _supervise(req, wr, dest)
         except BaseException as e:
             try: os.write(wr, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
             except BaseException: pass
@@ -379,8 +391,7 @@ def main(cfg: dict) -> None:
                 _, status = os.waitpid(job["pid"], 0)
                 try: answer = json.loads(job["data"])
                 except ValueError: answer = {"error": f"the job's supervisor died (wait status {status})"}
-                answer["id"] = job["id"]
-                _send(answer)
+                _send({**answer, "id": job["id"]})
         if running and time.monotonic() - beat > 0.5:
             _send({"heartbeat": len(running)}); beat = time.monotonic()
 
