@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from . import workdir as wd  # wd.CpuAccount (the workdir line is full)
 from .limits import LAUNCHER_SOURCE, RawRun, SandboxLimits, launcher_config
 from .masks import dataset_masks
 from .warm_server import queue_wait_s
 from .workdir import IS_ROOT, CgroupV1, Workdir, _cleanup_once, _read_small_file, job_uid, run_as, submission_cap
 
 # %% auto #0
-__all__ = ['GRACE_S', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works',
+__all__ = ['GRACE_S', 'POLL_S', 'drive', 'SandboxBackend', 'SubprocessBackend', 'find_bwrap', 'bwrap_sizes_tmpfs', 'bwrap_works',
            'BwrapBackend']
 
 # %% ../../nbs/281_backends.ipynb #d45c9e8c
@@ -40,6 +41,7 @@ class _Tail:
     def text(self) -> str: return bytes(self.data[-self.limit:]).decode("utf-8", errors="replace")
 
 GRACE_S = 2.0  # at the wall-clock net, how long a program that is exiting gets before it counts as timed out
+POLL_S = 0.1  # how often a cold run reads its cgroup's CPU account while it runs (`drive`)
 
 def _exits_within(proc: subprocess.Popen, seconds: float) -> bool:
     "Has `proc` exited, or does it within `seconds`? (It stays a zombie for the reaping below: WNOWAIT.)"
@@ -59,12 +61,20 @@ def _waited(proc: subprocess.Popen, timed_out: bool) -> float:
     finally:
         os.close(fd)
 
-def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: float) -> RawRun:
+def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: float, tree_cpu=None) -> RawRun:
     """Wait for `proc` (stdout/stderr pipes), enforcing the wall clock and output cap with `kill_tree()`. At the net, a
     program that has exited (its leftovers still hold the pipes) or exits within `GRACE_S` is not a timeout: on a
-    loaded machine a finished program must not be recorded as one."""
+    loaded machine a finished program must not be recorded as one. `tree_cpu()`: the CPU-s of the job's whole tree
+    from its cgroup, which books every process that ran (children the kernel reaped for a parent that ignores
+    SIGCHLD included, which no `wait4` sees); polled every `POLL_S`, it stops the tree at the budget + 1 s while it
+    runs, as the warm server's watcher does."""
     tails = {proc.stdout: _Tail(limits.output_kb << 10), proc.stderr: _Tail(limits.output_kb << 10)}
     deadline, timed_out, overflow, netted, waited = started + limits.wall_s, False, False, False, math.nan
+    over, polled = [False], [0.0]
+    def over_budget() -> None:  # at most every POLL_S: one small read of the group's account
+        if tree_cpu is None or over[0] or time.monotonic() - polled[0] < POLL_S: return
+        polled[0] = time.monotonic()
+        if tree_cpu() > limits.cpu_limit_s + 1: over[0] = True; kill_tree()
     with selectors.DefaultSelector() as sel:
         for stream in tails:
             sel.register(stream, selectors.EVENT_READ)
@@ -76,7 +86,8 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
                 netted, timed_out = True, not _exits_within(proc, GRACE_S)
                 waited = _waited(proc, timed_out)
                 kill_tree()  # a timed-out program, or what a finished one left behind holding its pipes
-            for key, _ in sel.select(timeout=max(0.0, (deadline if not netted else deadline + 2.0) - now)):
+            over_budget()
+            for key, _ in sel.select(timeout=min(POLL_S, max(0.0, (deadline if not netted else deadline + 2.0) - now))):
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)
@@ -93,6 +104,7 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
             netted, timed_out = True, not _exits_within(proc, GRACE_S)
             waited = _waited(proc, timed_out)
             kill_tree()
+        over_budget()
         time.sleep(0.001)
     wall = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)  # tell Popen it was reaped
@@ -100,10 +112,12 @@ def drive(proc: subprocess.Popen, limits: SandboxLimits, kill_tree, started: flo
         stream.close()
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    return RawRun(exit_code=code, signal=sig, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
-                  peak_mb=usage.ru_maxrss / 1024, stdout_tail=tails[proc.stdout].text(),
-                  stderr_tail=tails[proc.stderr].text(), timed_out=timed_out, output_overflow=overflow,
-                  queue_wait_s=waited)
+    raw = RawRun(exit_code=code, signal=sig, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
+                 peak_mb=usage.ru_maxrss / 1024, stdout_tail=tails[proc.stdout].text(),
+                 stderr_tail=tails[proc.stderr].text(), timed_out=timed_out, output_overflow=overflow, queue_wait_s=waited)
+    if over[0]:
+        raw.notes.append(f"killed when its processes together passed the CPU budget of {limits.cpu_limit_s} s")
+    return raw
 
 # %% ../../nbs/281_backends.ipynb #9c9b40c8
 class SandboxBackend(Protocol):
@@ -173,6 +187,7 @@ class _ProcessBackend:
         use_group = self.uses_cgroup and CgroupV1.available()
         uid = self.host_uid(use_group)
         workdir, group = Workdir(limits.disk_mb, owner=uid), None
+        account = wd.CpuAccount.make() if self.uses_cgroup and not use_group else None  # v2: the tree's CPU, no caps
         usage = os.pipe() if self.reaps and not use_group else None  # pid 1 reports the tree's usage through it
         extra = {"usage_fd": usage[1]} if usage else {}
         try:
@@ -187,20 +202,26 @@ class _ProcessBackend:
                 group = CgroupV1(limits.nproc, limits.memory_mb + limits.disk_mb)
                 join = " ".join(f"echo $$ > {f};" for f in group.procs_files)
                 cmd = ["/bin/sh", "-c", f'{join} exec "$@"', "sh", *cmd]
+            elif account is not None:  # held at a gate on stdin until the host has put it in its account
+                cmd = ["/bin/sh", "-c", 'read _; exec "$@" < /dev/null', "sh", *cmd]
             started = time.monotonic()
             sent = [fd for fd in (usage[1] if usage else None, handed) if fd is not None]  # pid 1's ends, its alone
             try:
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if account else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         env=env, cwd=cwd, start_new_session=True, close_fds=True, pass_fds=tuple(sent),
                                         **run_as(uid))
             finally:  # closed here even when the sandbox cannot start
                 for fd in sent: os.close(fd)
+            if account is not None:
+                try: account.adopt(proc.pid)
+                except OSError: account.remove(); account = None  # a folder it may make but not enter: no account
+                proc.stdin.write(b"go\n"); proc.stdin.close()
             def kill_tree():
                 try: os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError): pass
-                if group is not None:
-                    group.kill_all()
-            raw = drive(proc, limits, kill_tree, started)
+                for tree in (group, account):
+                    if tree is not None: tree.kill_all()
+            raw = drive(proc, limits, kill_tree, started, tree_cpu=(group or account).cpu_s if group or account else None)
             kill_tree()  # daemons that outlived the main process
             if self.signal_exit_codes and raw.signal is None and raw.exit_code is not None and raw.exit_code > 128:
                 raw.signal = raw.exit_code - 128  # bwrap reports its child's death by signal N as exit code 128 + N
@@ -211,17 +232,24 @@ class _ProcessBackend:
                 capped = "capped per user namespace (RLIMIT_NPROC)" if uid is not None or not IS_ROOT else "not capped (root)"
                 raw.notes.append(f"no cgroup: processes {capped}, tree memory not; cost from the sandbox's pid 1")
                 report = _apply_reaper_report(raw, usage[0])
-                if handed is not None:
-                    return workdir.receive(raw, report, output_dir, cap)
             else:
                 raw.notes.append("no cgroup: process count and tree memory not capped")
                 _apply_usage_report(raw, workdir)
+            if account is not None:
+                raw.cpu_s = max(raw.cpu_s, account.cpu_s())
+                raw.notes.append("cost: the kernel's account of its cgroup v2 folder (every process, reaped or not)")
+            elif group is None:
+                raw.notes.append("CPU-s a floor: no cgroup here, so children reaped by the kernel went uncounted")
+            if usage and handed is not None:
+                return workdir.receive(raw, report, output_dir, cap)
             return workdir.collect(raw, limits, output_dir, cap)
         finally:
             if usage:
                 os.close(usage[0])
             if group is not None:
                 group.remove()
+            if account is not None:
+                account.remove()
             workdir.cleanup()
             shutil.rmtree(job, ignore_errors=True)
 

@@ -326,12 +326,12 @@ def _supervise(req: dict, result: int, dest: int) -> None:
     # a job can pass the output cap between two polls and die of it (EFBIG at RLIMIT_FSIZE) or exit: count it as the
     # cold backends do, which read every byte
     overflow = overflow or os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]
-    wall = time.monotonic() - started
+    wall, tree = time.monotonic() - started, _tree_cpu_s(cpu_fd) - sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # all it ran, reaped or not; not this watcher's polling
     for fd in [proc] + ([cpu_fd] if cpu_fd is not None else []): os.close(fd)
     refused = _leave_groups(groups, req)
     report = os.read(rd, 4)
     answer = {"status": struct.unpack("i", report)[0] if len(report) == 4 else None, "wall_s": wall,
-              "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out, "queue_wait_s": waited,
+              "cpu_s": max(usage.ru_utime + usage.ru_stime, tree), "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out, "queue_wait_s": waited,
               "overflow": overflow, "over_budget": over_budget, "fork_refused": refused, "stdout": _tail(out, req["tail"]), "stderr": _tail(err, req["tail"]),
               "submission": _take_submission(wd, dest, req["cap"])}
     os.write(result, json.dumps(answer).encode()); os._exit(0)

@@ -21,9 +21,9 @@ from pathlib import Path
 from .limits import RawRun, SandboxLimits
 
 # %% auto #0
-__all__ = ['log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH', 'HOST_JOB_UID', 'CgroupV1', 'tree_bytes', 'copy_regular_file',
-           'Workdir', 'job_uid', 'run_as', 'submission_problem', 'submission_cap', 'fetch_submission',
-           'cleanup_stale_runs']
+__all__ = ['log', 'IS_ROOT', 'MS_NOSUID', 'MS_NODEV', 'MNT_DETACH', 'HOST_JOB_UID', 'CgroupV1', 'CpuAccount', 'tree_bytes',
+           'copy_regular_file', 'Workdir', 'job_uid', 'run_as', 'submission_problem', 'submission_cap',
+           'fetch_submission', 'cleanup_stale_runs']
 
 # %% ../../nbs/280_workdir.ipynb #2259d752
 log = logging.getLogger("wmrl.execution.workdir")
@@ -116,6 +116,50 @@ class CgroupV1:
                     time.sleep(0.002)
             else:
                 log.warning("could not remove cgroup %s", path)
+
+# %% ../../nbs/280_workdir.ipynb #c9a1e2f4
+class CpuAccount:
+    """A per-run cgroup v2 folder kept for its CPU account and its kill switch, where no cgroup v1 group can be made.
+    `cpu.stat`'s usage_usec books every task that ever ran in it, children the kernel reaped for a parent that ignores
+    SIGCHLD included (no `wait4` and no /proc scan sees those); `cgroup.kill` stops the whole tree at once. No
+    controller is enabled, so it caps nothing (the process cap stays RLIMIT_NPROC's). Made wherever this process may
+    make a child of its own v2 group: as root, or in a subtree delegated to its user."""
+    def __init__(self, path: Path): self.path = path
+    @staticmethod
+    def own_folder() -> Path | None:
+        "This process's own cgroup v2 folder (None: no cgroup2 mount, or a group outside it)."
+        mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+        root = next((Path(m[1]) for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+        rel = next((line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")), None)
+        return None if root is None or rel is None or ".." in rel else root / rel.lstrip("/")
+
+    @classmethod
+    def make(cls) -> CpuAccount | None:
+        "A fresh account for one run, or None where this host lets us make none (the record then says its CPU-s are a floor)."
+        base = cls.own_folder()
+        path = base / f"wmrl-run-{os.getpid()}-{uuid.uuid4().hex[:8]}" if base is not None else None
+        try:
+            path.mkdir()  # type: ignore[union-attr]
+        except (OSError, AttributeError):
+            return None
+        made = cls(path)
+        if not ((path / "cpu.stat").exists() and (path / "cgroup.kill").exists()):
+            made.remove(); return None
+        return made
+    def adopt(self, pid: int) -> None: (self.path / "cgroup.procs").write_text(str(pid))
+    def cpu_s(self) -> float:
+        return next(int(v) for k, v in (line.split() for line in (self.path / "cpu.stat").read_text().splitlines()) if k == "usage_usec") / 1e6
+    def kill_all(self) -> None:
+        try: (self.path / "cgroup.kill").write_text("1")
+        except OSError: pass
+    def remove(self) -> None:
+        "Kill what is left, then remove the folder (it empties a moment after the kill)."
+        for _ in range(500):
+            self.kill_all()
+            try: self.path.rmdir(); return
+            except FileNotFoundError: return
+            except OSError: time.sleep(0.01)
+        log.warning("could not remove cgroup %s", self.path)
 
 # %% ../../nbs/280_workdir.ipynb #4e156873
 def _raise_caps(self, nproc: int, memory_mb: int) -> None:
