@@ -169,3 +169,23 @@ def test_without_cgroup_v1_a_v2_account_counts_and_stops_them(no_cgroup, kind):
                    "scan, a floor; its records say so. Needs a delegated v2 folder per job inside the server")
 def test_a_warm_job_without_any_cgroup_is_still_a_floor(no_cgroup):
     stopped_with_its_true_cpu(run_hidden(hidden_backend("warm")))
+
+
+def test_a_record_says_when_its_cpu_is_a_floor(no_cgroup, monkeypatch):
+    """Where no cgroup at all counts a run (no v1 group, no v2 folder; a warm server without cgroups), its CPU-s miss
+    the children the kernel reaps, and its record says so (`cpu_floor`), so a cost table can; with an account it is
+    the kernel's whole tree and not marked."""
+    from wmrl.execution import workdir
+    from wmrl.execution.warm import WarmBackend
+    task = load_task(REPO / "toy/tasks/iris")
+    probe = workdir.CpuAccount.make()
+    if probe is not None:  # a v2 folder can be made here: the run is counted whole
+        probe.remove()
+        assert not execute(task, BURN, backend=SubprocessBackend(), limits=LIMITS).cpu_floor
+    monkeypatch.setattr(workdir.CpuAccount, "make", classmethod(lambda cls: None))
+    assert execute(task, BURN, backend=SubprocessBackend(), limits=LIMITS).cpu_floor
+    warm = WarmBackend(max_servers=1)
+    try:
+        assert execute(task, BURN, backend=warm, limits=LIMITS).cpu_floor
+    finally:
+        warm.close()

@@ -240,6 +240,7 @@ class _ProcessBackend:
                 raw.notes.append("cost: the kernel's account of its cgroup v2 folder (every process, reaped or not)")
             elif group is None:
                 raw.notes.append("CPU-s a floor: no cgroup here, so children reaped by the kernel went uncounted")
+                raw.cpu_floor = True
             if usage and handed is not None:
                 return workdir.receive(raw, report, output_dir, cap)
             return workdir.collect(raw, limits, output_dir, cap)

@@ -89,6 +89,7 @@ class RawRun:
     overhead_cpu_s: float = 0.0        # CPU charged to the run that it did not use itself (a warm server's start)
     contended: bool = False            # a shared cap fired while it ran beside other jobs: not a record to reuse
     queue_wait_s: float = math.nan     # at a wall kill: the seconds its live processes waited for a CPU (`starved`)
+    cpu_floor: bool = False            # no cgroup counted its CPU: children the kernel reaped are missing from cpu_s
 
 @dataclass
 class ExecutionRecord:
@@ -107,6 +108,7 @@ class ExecutionRecord:
     backend: str
     infra_error: bool = False          # the sandbox failed, not the solution: the reward is NaN (ungraded)
     contended: bool = False            # ran while a neighbour hit a shared cap: right for this run, never cached
+    cpu_floor: bool = False            # cpu_s is a lower bound: no cgroup here (a cost table should say so)
 
     def __post_init__(self):
         if self.status not in STATUSES:

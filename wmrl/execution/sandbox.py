@@ -154,4 +154,5 @@ def execute(task, code: str, backend: SandboxBackend | str | None = None, limits
             reward = ladder_reward(status)
     return ExecutionRecord(status=status, reward=reward, position=position, raw_score=raw_score, exit_code=raw.exit_code,
                            wall_s=raw.wall_s, cpu_s=raw.cpu_s, peak_mb=raw.peak_mb, stdout_tail=raw.stdout_tail,
-                           stderr_tail=raw.stderr_tail, message=message, backend=raw.backend, contended=raw.contended)
+                           stderr_tail=raw.stderr_tail, message=message, backend=raw.backend, contended=raw.contended,
+                           cpu_floor=raw.cpu_floor)

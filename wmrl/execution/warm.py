@@ -233,6 +233,7 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
             raw.notes.append(f"{answer['fork_refused']} forks refused at its own process cap of {limits.nproc}")
         if server.group is None:  # pid 1's scan of live processes: a floor (issue 44; the cold backends have v2 accounts)
             raw.notes.append("CPU-s a floor: no cgroup here, so children reaped by the kernel went uncounted")
+            raw.cpu_floor = True
         else:
             fired = (server.group.oom_kills() > caps[0], server.group.fork_refusals() > caps[1])  # (memory, processes)
             oom, refused = raw.signal == signal.SIGKILL and fired[0], raw.exit_code != 0 and fired[1]
