@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import logging
 import math
@@ -264,7 +265,7 @@ def _post(self, prompt):
             request = urllib.request.Request(f"{self.base_url}/chat/completions", data, {"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return parse_chat_response(json.loads(response.read()), self.n_samples)
-        except (urllib.error.URLError, OSError, json.JSONDecodeError, ValueError) as err:
+        except (urllib.error.URLError, OSError, http.client.HTTPException, json.JSONDecodeError, ValueError) as err:  # a body cut short too
             self.stats["http_errors"] += 1
             dead = self.server is not None and not self.server.alive()  # no retry can reach a process that has exited
             if attempt == self.retries or dead:
