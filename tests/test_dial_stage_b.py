@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,12 @@ GRPO_GRID = ROOT / "reproductions/grids/autoresearch_dial_b_grpo.yaml"
 
 @pytest.fixture(scope="module")
 def stage_b():
+    sys.path.insert(0, str(ROOT / "reproductions/bench"))  # dial_stage_b.py imports its sibling headline.py
     spec = importlib.util.spec_from_file_location("dial_stage_b", ROOT / "reproductions/bench/dial_stage_b.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    yield module
+    sys.path.remove(str(ROOT / "reproductions/bench"))
 
 
 def synthetic(gap: dict, sd: float = 1.0, seed: int = 0) -> list[dict]:

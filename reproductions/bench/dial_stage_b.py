@@ -90,6 +90,7 @@ def endpoints(lines: list[dict]) -> dict:
 
 def integrity(lines: list[dict], tolerance: float = 0.01) -> dict:
     "grpo_real here against the committed long grid's at steps 0-20: equal evaluations and equal gradient norms."
+    from headline import _same_training  # a sibling script: the headline's training rule
     committed = {int(r["seed"]): r for r in json.loads((RESULTS / "autoresearch_long" / "runs.json").read_text())
                  if r["method"] == "grpo_real"}
     equal, differ, training = 0, [], {}
@@ -100,9 +101,7 @@ def integrity(lines: list[dict], tolerance: float = 0.01) -> dict:
                 equal += 1
             elif step in was:
                 differ.append([r["seed"], step, was[step], score])
-        old = committed[r["seed"]].get("grad_norm") or []
-        first = next((i for i, (a, b) in enumerate(zip(old, r["grad_norm"])) if a is not None and b is not None
-                      and not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)), None)
+        first = _same_training(committed[r["seed"]], r)  # the first step whose gradient norm differs
         if first is not None:
             training[r["seed"]] = first
     return {"equal": equal, "differ": differ, "training_differs_from_step": training}

@@ -221,7 +221,8 @@ class _ProcessBackend:
                 except (ProcessLookupError, PermissionError): pass
                 for tree in (group, account):
                     if tree is not None: tree.kill_all()
-            raw = drive(proc, limits, kill_tree, started, tree_cpu=(group or account).cpu_s if group or account else None)
+            tree = group or account  # the kernel's account of the whole tree, where there is one
+            raw = drive(proc, limits, kill_tree, started, tree_cpu=tree.cpu_s if tree is not None else None)
             kill_tree()  # daemons that outlived the main process
             if self.signal_exit_codes and raw.signal is None and raw.exit_code is not None and raw.exit_code > 128:
                 raw.signal = raw.exit_code - 128  # bwrap reports its child's death by signal N as exit code 128 + N

@@ -314,8 +314,8 @@ def _supervise(req: dict, result: int, dest: int) -> None:
     deadline, waited = started + req["wall_s"], float("nan")
     while not select_one(pidfd, min(0.02, max(0.0, deadline - time.monotonic()))):
         late = time.monotonic() >= deadline
-        if late: timed_out = not select_one(rd, 2.0)  # finished (reported) or about to within 2 s: not a timeout
-        if timed_out: waited = queue_wait_s(init, proc)  # before the kill: how long the job waited for a CPU
+        # at the net: finished (reported) or about to within 2 s is not a timeout; then, before the kill, the CPU wait
+        if late: timed_out, waited = not select_one(rd, 2.0), queue_wait_s(init, proc)
         elif os.fstat(out).st_size + os.fstat(err).st_size > req["max_output"]: overflow = True
         elif _tree_cpu_s(cpu_fd) > req["cpu_budget"] + 1: over_budget = True  # every process of the job together
         if late or overflow or over_budget:

@@ -136,12 +136,10 @@ class CpuAccount:
     @classmethod
     def make(cls) -> CpuAccount | None:
         "A fresh account for one run, or None where this host lets us make none (the record then says its CPU-s are a floor)."
-        base = cls.own_folder()
-        path = base / f"wmrl-run-{os.getpid()}-{uuid.uuid4().hex[:8]}" if base is not None else None
-        try:
-            path.mkdir()  # type: ignore[union-attr]
-        except (OSError, AttributeError):
-            return None
+        if (base := cls.own_folder()) is None: return None
+        path = base / f"wmrl-run-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try: path.mkdir()
+        except OSError: return None
         made = cls(path)
         if not ((path / "cpu.stat").exists() and (path / "cgroup.kill").exists()):
             made.remove(); return None
