@@ -16,7 +16,7 @@ OUT ?= reproductions/runs/latest
 # the closing line of a timed target, from its shell variable `start` (seconds since the epoch)
 MEASURED = echo "measured: $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s wall for"
 
-.PHONY: setup-verl test-verl setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test test-slow lab index docs lock gpu-wheels gpu-rehearsal vla-wheels
+.PHONY: setup-verl test-verl setup setup-system setup-embodied lock-embodied setup-robometer timm-check vqbet-check reproduce reproduce-ablation reproduce-long reproduce-ppi headline-slice test test-slow lab index docs chapters lock gpu-wheels gpu-rehearsal vla-wheels
 
 ## setup: create .venv and install the kit with the CPU torch pin (idempotent; re-runs only when pyproject changes)
 setup: $(VENV)/.installed
@@ -248,7 +248,8 @@ test-slow: setup
 		{ r=$$?; if [ $$r -eq 5 ]; then echo "pytest collected no slow tests"; fi; rc=1; }; \
 	$(MEASURED) "make test-slow"; exit $$rc
 
-## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters executed, a start-here index).
+## docs: the reading site in $(DOCS_OUT) (every chapter as a page, the teaching chapters with their stored outputs, run
+## again only where stale, a start-here index).
 ## It prints an estimate, then a line per page; pages whose inputs did not change since the last build are kept
 ## ($(DOCS_OUT)/.build-cache.json), DOCS_ARGS=--force builds them all again. DOCS_WORKERS pages are built at once, the
 ## longest first; each executed chapter runs in a fresh interpreter of its own.
@@ -257,6 +258,12 @@ DOCS_WORKERS ?= 3
 DOCS_ARGS ?=
 docs: setup
 	$(PY) docs/build.py --out $(DOCS_OUT) --workers $(DOCS_WORKERS) $(DOCS_ARGS)
+
+## chapters: the teaching chapters' outputs stored in nbs/ (docs/outputs.py): each stale one executed as nbdev-test runs
+## it and its outputs written back as JupyterLab saves them, with the hash of its code and the modules it runs;
+## tests/test_chapter_outputs.py fails while any is stale. FORCE=1 runs them all (after changing a data file they read)
+chapters: setup
+	$(PY) docs/outputs.py $(if $(FORCE),--force)
 
 ## setup-verl: a second venv, .venv-verl, with the `verl` extra (verl 0.9.1 pinned). verl 0.9.1 needs transformers < 5.11
 ## and the CPU lock has 5.24, so this venv takes pip's own resolution under constraints.txt (transformers 5.10.4,

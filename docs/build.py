@@ -1,14 +1,16 @@
-"""Build the kit's reading site: every notebook as an HTML page, the teaching chapters executed so their tables and
-figures are there to read without running anything, and a home page with the reading path.
+"""Build the kit's reading site: every notebook as an HTML page, the teaching chapters with their outputs so their
+tables and figures are there to read without running anything, and a home page with the reading path.
 
-    python docs/build.py                 # -> docs/_build/index.html (the teaching chapters executed)
+    python docs/build.py                 # -> docs/_build/index.html (the teaching chapters with their outputs)
     python docs/build.py --execute all   # every notebook executed (as nbdev-test runs them: slow/gpu cells skipped)
     python docs/build.py --out DIR --only 010_bandit 130_debias
     python docs/build.py --force         # ignore the cache: every page built again
 
 Notebooks run with nbdev's own engine (execnb's CaptureShell, the one `nbdev-test` uses), in their own folder so
 relative paths resolve as in JupyterLab, each in a fresh process. nbconvert turns the executed copies into pages;
-`#|` directives are dropped from the rendered source. Nothing under nbs/ is written.
+`#|` directives are dropped from the rendered source. Nothing under nbs/ is written. A teaching chapter whose stored
+outputs are current (`make chapters` writes them: docs/outputs.py; `outputs_current` below) is shown with them and not
+run again; `--run NAME` or `--execute all` runs it anyway.
 
 Only what changed is built again: OUT/.build-cache.json holds, for each page, a hash of everything the page is made
 from (the notebook, this script, the tool versions, its neighbours' titles, the list of chapters, and for an executed
@@ -59,6 +61,79 @@ def is_appendix(name: str) -> bool:
 # Chapters executed by default: fast, and the ones whose figures a reader looks for first.
 TEACHING = ["010_bandit", "020_bandit_explorer", "110_advantages", "120_anchors", "130_debias", "140_denoise", "147_ppi",
             "150_correction", "155_oracle", "430_loop"]
+
+
+# --- stored outputs: the teaching chapters keep their outputs in nbs/ (`make chapters`, docs/outputs.py, writes them)
+OUTPUTS_KEY = "wmrl"  # the notebook metadata key that holds what the stored outputs were made from (pyproject's
+# allowed_metadata_keys keeps it through nbdev-clean and the pre-save hook)
+
+
+def _imported(text: str, module: str | None = None, package: bool = False) -> set[str]:
+    """Dotted names a piece of Python imports from wmrl (and, for `from X import y`, X.y, which may be a module).
+    `module` resolves relative imports: the file's own dotted name, `package` when it is an `__init__.py`. Lines of
+    IPython magic (`%`, `!`) are read as comments, so a notebook cell parses as Python."""
+    import ast
+    text = "\n".join("#" + line if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines())
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "wmrl"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if module is None:
+                    continue
+                parts = module.split(".")
+                base = parts[:len(parts) - node.level + (1 if package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "wmrl":
+                found |= {target} | {f"{target}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _module_file(name: str) -> Path | None:
+    path = ROOT.joinpath(*name.split("."))
+    return next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.is_file()), None)
+
+
+def chapter_modules(name: str) -> list[Path]:
+    """Every file of the package chapter NAME's code runs when executed: the wmrl modules its cells import, what those
+    import in turn, and the packages' `__init__.py` files on the way (Python runs them first)."""
+    cells = json.loads((NBS / f"{name}.ipynb").read_text())["cells"]
+    todo = set().union(*(_imported("".join(c["source"])) for c in cells if c["cell_type"] == "code"))
+    seen: dict[str, Path] = {}
+    while todo:
+        dotted = todo.pop()
+        parts = dotted.split(".")
+        for i in range(1, len(parts) + 1):  # wmrl, wmrl.core, wmrl.core.paired: each package's __init__ runs
+            prefix = ".".join(parts[:i])
+            path = _module_file(prefix)
+            if path is not None and prefix not in seen:
+                seen[prefix] = path
+                todo |= _imported(path.read_text(), prefix, package=path.name == "__init__.py")
+    return sorted(set(seen.values()))
+
+
+def outputs_key(name: str) -> str:
+    """The hash of what chapter NAME's outputs are made from: its code cells (not its prose) and the package files
+    they run (chapter_modules). Not the data files a chapter reads: `make chapters FORCE=1` after changing those."""
+    cells = json.loads((NBS / f"{name}.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    return _digest(code, *[(str(p.relative_to(ROOT)), p.read_bytes()) for p in chapter_modules(name)])
+
+
+def stored_outputs(name: str) -> tuple[str | None, int]:
+    "(the key chapter NAME's stored outputs were made from, or None; how many outputs it stores)."
+    nb = json.loads((NBS / f"{name}.ipynb").read_text())
+    count = sum(len(c.get("outputs", [])) for c in nb["cells"] if c["cell_type"] == "code")
+    return nb["metadata"].get(OUTPUTS_KEY, {}).get("outputs_of"), count
+
+
+def outputs_current(name: str) -> bool:
+    "Chapter NAME stores outputs made from its present code and modules: the site shows them without running it."
+    key, count = stored_outputs(name)
+    return count > 0 and key == outputs_key(name)
 
 
 def execute(path: Path) -> tuple[dict, float]:
@@ -340,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.only or names
     run = {n: n in args.run if args.run is not None else args.execute == "all" or (args.execute == "teaching" and n in TEACHING)
            for n in chosen}
+    # a teaching chapter whose stored outputs are current is shown with them, not run again (`make chapters` stores them)
+    stored = {n for n in chosen if run[n] and args.run is None and args.execute == "teaching" and outputs_current(n)}
+    run = {n: run[n] and n not in stored for n in chosen}
     args.out.mkdir(parents=True, exist_ok=True)
     cache = {} if args.force else _load_cache(args.out)
     keys = {n: page_key(n, run[n], nav.get(n, (None, None)), names) for n in chosen}
@@ -364,10 +442,11 @@ def main(argv: list[str] | None = None) -> int:
               "(DOCS_ARGS=--force builds them again)", flush=True)
     failed = _build(todo, args.out, nav, cache, keys, max(1, args.workers))
     bad = {f.split(":")[0] for f in failed}
-    (args.out / "index.html").write_text(index_page(names, {n for n in chosen if run[n]} - bad))
+    (args.out / "index.html").write_text(index_page(names, ({n for n in chosen if run[n]} | stored) - bad))
     for line in failed:
         print(f"docs/build.py: chapter failed to build: {line}", file=sys.stderr)
-    print(f"docs: {args.out / 'index.html'} ({len(chosen) - len(bad - {README})} chapters, {sum(run.values())} executed; "
+    print(f"docs: {args.out / 'index.html'} ({len(chosen) - len(bad - {README})} chapters, {sum(run.values())} executed, "
+          f"{len(stored)} with their stored outputs; "
           f"{len(todo) - len(failed)} pages built, {kept} kept) in {_minutes(time.time() - started)}")
     return 1 if failed else 0
 

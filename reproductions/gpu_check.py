@@ -32,7 +32,9 @@ torch's; without trl the TRL phases are skipped with the reason. `make gpu-wheel
 that fit beside the repository (trl, datasets and their pure-Python dependencies, the fla kernels, bitsandbytes
 trimmed to its CUDA 13 library, bubblewrap's bwrap); `--wheels DIR` unpacks them into the run folder and puts them on
 every phase's path (no pip needed; the fla kernels on the fla phase's alone). `--missing trl,vllm` rehearses
-a lent image on a machine that has them.
+a lent image on a machine that has them. `--fla-unguarded` (reproductions/fla_device_check.sh) puts the fla kernels on
+the trainer's and world model's path as well, where CUDA is, with fla's Hopper guard switched off in the run's private
+copy of the wheel (unguard_fla), and reports the plan's activation term beside what that trainer implies for it.
 A phase that fails, times out or is killed is recorded with its reason (the error and traceback tail, or the exit
 code and stderr tail) and the next phases still run where they can. The JSON report holds every phase, the plan's
 figures for the same settings (`wmrl.adapters.plan`) and measured / planned peak, so the first GPU run also calibrates the
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +98,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # internal: run one phase in this process
     parser.add_argument("--dry-run", action="store_true", help="print the phases and the plan; load nothing")
     parser.add_argument("--wheels", default=None, help="folder of .whl files to unpack onto every phase's path")
+    parser.add_argument("--fla-unguarded", action="store_true",
+                        help="fla's kernels on the trainer and world-model phases' path too (where CUDA is), with fla's "
+                        "Hopper guard (fla #640) off in this run's private copy of the wheel: the fla path timed and its "
+                        "gradient error measured where fla would refuse (needs --wheels with the fla wheels)")
     parser.add_argument("--missing", default="", help="modules to treat as absent, e.g. trl,vllm (rehearse the image)")
     parser.add_argument("--summarise", default=None, metavar="REPORT",
                         help="print a committed report's figures next to today's plan for the same trainer rows, and exit")
@@ -112,6 +119,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--max-solutions must be >= 1")
     if args.shape_tokens is not None and args.shape_tokens < 16:
         parser.error("--shape-tokens must be >= 16")
+    if args.fla_unguarded and not args.wheels:
+        parser.error("--fla-unguarded: needs --wheels, the folder holding the fla wheels (make gpu-wheels)")
     if args.phases and (unknown := set(args.phases.split(",")) - set(PHASES)):
         parser.error(f"--phases: unknown {sorted(unknown)}; phases are {','.join(PHASES)}")
     return args
@@ -129,12 +138,48 @@ def prepare_environment(args: argparse.Namespace) -> None:
             if not (site / f".{wheel.name}").exists():
                 zipfile.ZipFile(wheel).extractall(site)
                 (site / f".{wheel.name}").touch()
-        sites = [run_dir(args) / "site"] + ([run_dir(args) / "site-fla"] if args.phase == "fla" else [])
+        if args.fla_unguarded:
+            guard = run_dir(args) / "fla_guard.json"
+            if not guard.is_file():
+                guard.write_text(json.dumps(unguard_fla(run_dir(args) / "site-fla"), indent=1))
+        on_fla = args.phase == "fla" or (args.fla_unguarded and args.phase in FLA_UNGUARDED and _cuda())
+        sites = [run_dir(args) / "site"] + ([run_dir(args) / "site-fla"] if on_fla else [])
         for site in filter(Path.is_dir, sites):
             sys.path.insert(0, str(site))
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     for name in filter(None, args.missing.split(",")):
         sys.modules[MODULES.get(name, name)] = None  # `import name` now raises ImportError
+
+
+# fla 0.6.0's refusal (fla/ops/common/chunk_o.py, chunk_bwd_dqkwg; fla issue 640), as that release writes it
+FLA_GUARD_FILE = Path("fla", "ops", "common", "chunk_o.py")
+FLA_GUARD = re.compile(r"^(?P<indent>[ \t]*)if (?P<condition>g is not None and IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 "
+                       r"and not TRITON_ABOVE_3_7_1):[ \t]*$", re.M)
+FLA_UNGUARDED = ("trainer", "world_model")  # the phases --fla-unguarded puts on fla's path (the fla phase always is)
+UNGUARDED = "# wmrl gpu_check --fla-unguarded: fla #640's guard off for the measurement only; was: "
+
+
+def unguard_fla(site: Path) -> dict:
+    """Switch off fla's Hopper guard in this run's private copy of the wheel (never an installed fla): the one `if` that
+    raises in chunk_bwd_dqkwg becomes `if False`, the condition kept in a comment. The kernel it guards is what the
+    measurement is about (how fast the fla path trains, and how far its gradient is from the torch fallback's on the
+    image's Triton), so the guard must be found exactly as fla 0.6.0 writes it, once; anything else is refused."""
+    path = site / FLA_GUARD_FILE
+    if not path.is_file():
+        raise RuntimeError(f"--fla-unguarded: {path} is missing: the fla wheels were not unpacked (make gpu-wheels)")
+    text = path.read_text()
+    if UNGUARDED in text:
+        return {"file": str(FLA_GUARD_FILE), "already": True}
+    found = list(FLA_GUARD.finditer(text))
+    if len(found) != 1:
+        raise RuntimeError(f"--fla-unguarded: fla's Hopper guard is not in {FLA_GUARD_FILE} as fla 0.6.0 writes it "
+                           f"({len(found)} matches): this fla is not the one the measurement was prepared for")
+    match = found[0]
+    line = text.count("\n", 0, match.start()) + 1
+    path.write_text(text[:match.start()] + f"{match['indent']}if False:  {UNGUARDED}{match['condition']}" + text[match.end():])
+    for cached in (path.parent / "__pycache__").glob("chunk_o.*.pyc"):
+        cached.unlink()
+    return {"file": str(FLA_GUARD_FILE), "line": line, "was": match["condition"], "already": False}
 
 
 def trim_wheel(path: Path, keep: tuple[str, ...] = ("_cpu.so", "_cuda130.so")) -> tuple[int, int]:
@@ -553,6 +598,11 @@ def phase_fla(args: argparse.Namespace, record: dict) -> None:
         results[name] = [out.detach().float()] + [t.grad.float() for t in inputs if t.grad is not None]
     record["max_abs_diff"] = {part: float((a - b).abs().max()) for part, a, b in
                               zip(("out", "dq", "dk", "dv"), results["fla"], results["torch"])}
+    # relative to the fallback's own largest magnitude: the scale a bf16 kernel's error is read on
+    record["max_rel_diff"] = {part: float((a - b).abs().max() / b.abs().max().clamp_min(1e-12)) for part, a, b in
+                              zip(("out", "dq", "dk", "dv"), results["fla"], results["torch"])}
+    guard = run_dir(args) / "fla_guard.json"
+    record["fla_guard"] = json.loads(guard.read_text()) if guard.is_file() else "as installed"
     record["forward_speedup"] = record["torch_timed_forward_s"] / record["fla_timed_forward_s"] \
         if "fla_timed_forward_s" in record else None
     if "fla_backward_error" in record:
@@ -604,6 +654,7 @@ def run_phase(args: argparse.Namespace) -> int:
     except BaseException as error:  # noqa: BLE001 - the report must say why, whatever it was
         record.update(ok=False, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc()[-4000:])
     record["child_s"] = time.perf_counter() - started
+    record["fla_imported"] = "fla" in sys.modules  # transformers binds fla's kernels whenever fla imports
     write_record(args, record)
     return 0 if record["ok"] or record.get("skipped") else 1
 
@@ -718,9 +769,23 @@ def main(argv: list[str] | None = None) -> int:
                                       "torch_peak_reserved_gib": r.get("torch_peak_reserved_gib")}
                                   for p, r in report["phases"].items() if p not in ("build", "versions", "fla")}
     report["device"], report["versions"] = _device(), _versions()
+    if args.fla_unguarded:
+        report["fla_guard"] = json.loads((run_dir(args) / "fla_guard.json").read_text())
+    if (trainer := report["phases"].get("trainer", {})).get("plan_terms_gib") and trainer.get("torch_peak_allocated_gib"):
+        report["activation_term"] = activation_term(trainer)
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps({k: report[k] for k in ("total_s", "failed", "measured_vs_plan")}, default=str))
     return 0 if not report["failed"] and len(report["phases"]) == len(summary["phases"]) else 1
+
+
+def activation_term(trainer: dict) -> dict:
+    """The plan's activation term beside what the trainer phase implies for it: torch's allocated peak less the plan's
+    other gradient-pass terms (weights, gradients, optimizer, logits, autocast copies, each checked on its own before),
+    on the kernels the phase ran (fla's, or transformers' torch fallback whose activations the plan was fitted to)."""
+    terms = trainer["plan_terms_gib"]
+    others = sum(terms[k] for k in TRAINER_TERMS if k != "activations")
+    return {"kernels": "fla" if trainer.get("fla_imported") else "torch fallback", "plan_gib": terms["activations"],
+            "implied_gib": trainer["torch_peak_allocated_gib"] - others}
 
 
 def summarise(report: dict, args: argparse.Namespace) -> dict:

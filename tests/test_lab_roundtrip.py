@@ -1,5 +1,6 @@
 """Opening and saving a chapter in a real JupyterLab (driven through Debian chromium) changes no byte of it, with the
 server run as `make lab` runs it; without the kit's pre-save hook the same save does change it (the check can fail)."""
+import json
 import re
 import shutil
 import tempfile
@@ -17,6 +18,23 @@ pytestmark = pytest.mark.browser
 def lab_flags() -> tuple:
     "The options `make lab` gives JupyterLab (LAB_FLAGS in the Makefile): the test runs what the user runs."
     return tuple(re.search(r"^LAB_FLAGS = (.*)$", (ROOT / "Makefile").read_text(), flags=re.M).group(1).split())
+
+
+def settled(path: Path, timeout_s: float = 30.0) -> bytes:
+    """The file once the save has finished: a chapter that stores its figures is written over a moment (the server
+    truncates, then writes), so the bytes are read when they parse as a notebook and stay the same for 0.5 s."""
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        data = path.read_bytes()
+        try:
+            json.loads(data)
+        except ValueError:
+            data = None
+        if data is not None and data == last:
+            return data
+        last = data
+        time.sleep(0.5)
+    return path.read_bytes()
 
 
 def open_and_save(names, extra) -> dict:
@@ -42,7 +60,7 @@ def open_and_save(names, extra) -> dict:
                     while path.stat().st_mtime_ns == stamp and time.monotonic() < min(pressed + 15, deadline):
                         time.sleep(0.2)
                 assert path.stat().st_mtime_ns != stamp, f"{name} was not saved within 90 s"
-                out[name] = (before, path.read_bytes())
+                out[name] = (before, settled(path))
         return out
     finally:
         shutil.rmtree(root, ignore_errors=True)
