@@ -36,7 +36,7 @@ def test_every_other_chapter_stores_no_outputs():
     others = sorted(p.stem for p in (ROOT / "nbs").glob("*.ipynb") if p.stem not in build.TEACHING)
     stray = [n for n in others if _outputs(n) or build.OUTPUTS_KEY in json.loads((ROOT / "nbs" / f"{n}.ipynb").read_text())["metadata"]]
     assert not stray, (f"{stray} store outputs: only the teaching chapters do; "
-                       f"`nbdev-clean --clear_all --fname nbs/{stray[0]}.ipynb` empties one")
+                       f"`nbdev-clean --clear-all --fname nbs/{stray[0]}.ipynb` empties one")
 
 
 @pytest.mark.parametrize("name", build.TEACHING)
