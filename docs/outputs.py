@@ -108,20 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     names = args.names or build.TEACHING
     if args.check:
-        for name in stale(names):
-            key, count = build.stored_outputs(name)
-            why = "stores no outputs" if not count else "its code or the modules it runs changed since they were made"
+        behind = stale(names)
+        for name in behind:
+            why = "stores no outputs" if not build.stored_outputs(name)[1] else \
+                "its code or the modules it runs changed since they were made"
             print(f"{name}: stored outputs are stale ({why}): run `make chapters`", file=sys.stderr)
-        return 1 if stale(names) else 0
+        return 1 if behind else 0
     todo = names if args.force else stale(names)
     if not todo:
         print(f"chapters: all {len(names)} teaching chapters' stored outputs are current")
         return 0
-    seconds = sorted((build.MEASURED_CHAPTERS.get(n, build.MEASURED["execute"]) for n in todo), reverse=True)
-    loads = [0.0] * max(1, args.workers)
-    for s in seconds:
-        loads[loads.index(min(loads))] += s
-    print(f"chapters: {len(todo)} to execute ({', '.join(todo)}); estimate ~{build._minutes(max(loads))} on "
+    estimate = build.estimate([(n, "execute") for n in todo], {}, args.workers)  # the site's own measured seconds
+    print(f"chapters: {len(todo)} to execute ({', '.join(todo)}); estimate ~{build._minutes(estimate)} on "
           f"{args.workers} workers (docs/build.py's measured seconds, 2 cores at load 6-7)", flush=True)
     started, failed = time.time(), []
     with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:

@@ -1,7 +1,6 @@
 """The next device check, prepared (issue 45): reproductions/fla_device_check.sh runs gpu_check.py with
 `--fla-unguarded`, which switches fla's Hopper guard off in the run's private copy of the real fla 0.6.0 wheel, puts
 fla on the trainer's and world model's path only where CUDA is, and fits one call of the device tool."""
-import importlib.util
 import os
 import py_compile
 import re
@@ -11,18 +10,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_trl_gpu_check import load_script  # gpu_check.py loaded fresh, as that file tests it
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "reproductions" / "gpu_check.py"
 DEVICE_SCRIPT = REPO / "reproductions" / "fla_device_check.sh"
 FLA_WHEELS = ("fla-core==0.6.0", "flash-linear-attention==0.6.0")  # as `make gpu-wheels` stages them
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_check_fla_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
