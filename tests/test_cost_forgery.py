@@ -115,9 +115,14 @@ def test_a_container_is_stopped_at_its_budget_too():
 # `no_submission` with 0.06 (subprocess), 0.36 (bwrap) and 1.76 (warm) CPU-s recorded without a cgroup, and with
 # cgroup v1 it ran all 12 s (cold, marked a timeout afterwards) or was recorded from wait4 (warm: runtime_error, 0.55).
 # Now a cgroup's account (v1 cpuacct, or a v2 folder's cpu.stat where no v1 group can be made) stops the tree live
-# at the budget + 1 s and records its true CPU-s, on every backend with a group.
+# at the budget + 1 s and records its true CPU-s, on every backend with a group. Where no group at all can be made
+# (bwrap as uid 65534 or non-root without a delegated cgroup, a warm server without cgroups), the sandbox's pid 1
+# refuses SIG_IGN and SA_NOCLDWAIT for SIGCHLD through a seccomp listener (`283_sigchld`): the job goes on (it
+# catches the refusal), its children stay zombies that the scan counts, and the budget stops it live too. Before the
+# listener, bwrap and warm without any cgroup recorded 0.48 and 0.50 CPU-s, `no_submission`, `cpu_floor`.
 HIDDEN = """import os, signal, time
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+try: signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+except OSError: pass  # refused (no cgroup here): spin the children anyway
 t0 = time.time()
 while time.time() - t0 < 12:
     if os.fork() == 0:
@@ -165,16 +170,60 @@ def test_without_cgroup_v1_a_v2_account_counts_and_stops_them(no_cgroup, kind):
     stopped_with_its_true_cpu(run_hidden(hidden_backend(kind)))
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 44): a warm server without cgroups counts its jobs' CPU by a /proc "
-                   "scan, a floor; its records say so. Needs a delegated v2 folder per job inside the server")
-def test_a_warm_job_without_any_cgroup_is_still_a_floor(no_cgroup):
-    stopped_with_its_true_cpu(run_hidden(hidden_backend("warm")))
+@pytest.fixture
+def no_cgroup_at_all(no_cgroup, monkeypatch):
+    "Neither a v1 group nor a v2 folder: what bwrap as uid 65534 or as a non-root user gets on a host like CI's."
+    from wmrl.execution import workdir
+    monkeypatch.setattr(workdir.CpuAccount, "make", classmethod(lambda cls: None))
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "warm"])
+def test_without_any_cgroup_the_sigchld_guard_counts_and_stops_them(no_cgroup_at_all, kind):
+    """Failed before the guard (strict xfail on the warm backend; bwrap recorded 0.48 CPU-s, `no_submission`): now the
+    children the job wanted reaped unseen are zombies pid 1 counts, so the budget stops the job live and its record is
+    whole, not a floor."""
+    record = run_hidden(hidden_backend(kind))
+    stopped_with_its_true_cpu(record)
+    assert not record.cpu_floor
+
+
+def test_without_the_guard_the_breach_returns(no_cgroup_at_all, monkeypatch):
+    "The negative control: the same launcher with the guard's call removed hides the children again, and says so."
+    assert "else sigchld_guard()" in backends.LAUNCHER_SOURCE
+    monkeypatch.setattr(backends, "LAUNCHER_SOURCE", backends.LAUNCHER_SOURCE.replace("else sigchld_guard()", "else -1"))
+    record = run_hidden(hidden_backend("bwrap"))
+    assert record.status != "timeout" and record.cpu_s < 2 and record.cpu_floor, (record.status, record.cpu_s)
+
+
+# what must keep working under the guard: dash's `& wait` (it installs a SIGCHLD handler), a Python handler, the
+# default back; and what must not: SA_NOCLDWAIT through libc, SIG_IGN through the raw system call
+GUARDED = """import ctypes, os, signal, subprocess
+print(subprocess.run(["sh", "-c", "sleep 0.1 & wait; echo waited"], capture_output=True, text=True).stdout.strip())
+signal.signal(signal.SIGCHLD, lambda *_: None); signal.signal(signal.SIGCHLD, signal.SIG_DFL); print("handler set")
+libc = ctypes.CDLL(None, use_errno=True)
+class Act(ctypes.Structure):
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+keep = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda sig: None)
+print("nocldwait", libc.sigaction(17, ctypes.byref(Act(handler=ctypes.cast(keep, ctypes.c_void_p).value, flags=2)), None), ctypes.get_errno())
+print("raw ignore", libc.syscall(13 if os.uname().machine == "x86_64" else 134, 17, ctypes.byref(Act(handler=1)), None, 8), ctypes.get_errno())
+"""
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "warm"])
+def test_the_guard_refuses_only_unseen_reaping(no_cgroup_at_all, kind):
+    backend = hidden_backend(kind)
+    try:
+        record = execute(load_task(REPO / "toy/tasks/iris"), GUARDED, backend=backend, limits=LIMITS)
+    finally:
+        if hasattr(backend, "close"):
+            backend.close()
+    assert record.stdout_tail.split("\n")[:4] == ["waited", "handler set", "nocldwait -1 1", "raw ignore -1 1"], record.stdout_tail
 
 
 def test_a_record_says_when_its_cpu_is_a_floor(no_cgroup, monkeypatch):
-    """Where no cgroup at all counts a run (no v1 group, no v2 folder; a warm server without cgroups), its CPU-s miss
-    the children the kernel reaps, and its record says so (`cpu_floor`), so a cost table can; with an account it is
-    the kernel's whole tree and not marked."""
+    """Where no cgroup counts a run and no pid 1 of the kit's own reaps it (the subprocess backend without a v2
+    folder), its CPU-s miss the children the kernel reaps, and its record says so (`cpu_floor`), so a cost table can;
+    with an account, or under the SIGCHLD guard (bwrap, warm), it is the whole tree and not marked."""
     from wmrl.execution import workdir
     from wmrl.execution.warm import WarmBackend
     task = load_task(REPO / "toy/tasks/iris")
@@ -184,8 +233,11 @@ def test_a_record_says_when_its_cpu_is_a_floor(no_cgroup, monkeypatch):
         assert not execute(task, BURN, backend=SubprocessBackend(), limits=LIMITS).cpu_floor
     monkeypatch.setattr(workdir.CpuAccount, "make", classmethod(lambda cls: None))
     assert execute(task, BURN, backend=SubprocessBackend(), limits=LIMITS).cpu_floor
+    if not bwrap_works():
+        return
+    assert not execute(task, BURN, backend=BwrapBackend(), limits=LIMITS).cpu_floor
     warm = WarmBackend(max_servers=1)
     try:
-        assert execute(task, BURN, backend=warm, limits=LIMITS).cpu_floor
+        assert not execute(task, BURN, backend=warm, limits=LIMITS).cpu_floor
     finally:
         warm.close()

@@ -239,6 +239,8 @@ class _ProcessBackend:
             if account is not None:
                 raw.cpu_s = max(raw.cpu_s, account.cpu_s())
                 raw.notes.append("cost: the kernel's account of its cgroup v2 folder (every process, reaped or not)")
+            elif group is None and usage and report.get("guarded") is True:  # `283_sigchld`
+                raw.notes.append("CPU-s whole without a cgroup: SIGCHLD could not be ignored, so pid 1 counted every child")
             elif group is None:
                 raw.notes.append("CPU-s a floor: no cgroup here, so children reaped by the kernel went uncounted")
                 raw.cpu_floor = True

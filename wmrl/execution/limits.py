@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import warm_server
 from .grading import STATUSES  # the shared status vocabulary
+from .sigchld import GUARD_SOURCE
 
 # %% auto #0
 __all__ = ['WALL_NET', 'SYNTAX_EXIT', 'MEMORY_EXIT', 'TREE_CPU_SOURCE', 'LAUNCHER_SOURCE', 'SandboxLimits', 'cpu_budget',
@@ -159,6 +160,7 @@ def _hand_over(out, folder, cap):
 TREE_CPU_FUNCTION
 if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: reap the tree, report where the job cannot write
     _fd, (_go_r, _go_w) = int(_cfg.get("usage_fd", -1)), os.pipe()
+    _guard = -1 if _cfg.get("drop_to") else sigchld_guard()  # the job's uid is pid 1's: its memory can be read
     _child = os.fork()
     if _child:
         import ctypes, json, signal
@@ -168,6 +170,7 @@ if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: rea
             except OSError: pass
         if _cfg.get("tree_cpu") and os.getpid() == 1:  # no cgroup counts the tree: pid 1 stops it at its CPU budget
             _watch_pidns(float(_cfg["tree_cpu"]), _kill_all)
+        if _guard >= 0: sigchld_serve(_guard)  # the kernel reaps no child unseen: the tree's CPU is whole
         os.close(_go_r); os.close(_go_w)  # now the solution may start
         _status = 1 << 8
         while True:
@@ -178,7 +181,7 @@ if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: rea
                 if os.getpid() == 1: _kill_all()  # kill(-1) at pid 1 is this sandbox's pid namespace; anywhere else, never
         signal.setitimer(signal.ITIMER_REAL, 0)
         _ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        _report = {"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024}
+        _report = {"cpu_s": _ru.ru_utime + _ru.ru_stime, "peak_mb": _ru.ru_maxrss / 1024, "guarded": _guard >= 0}
         def _new(name):  # Docker: a folder of the host that the job's uid cannot open (pid 1 is the container's root)
             return os.open(os.path.join(_cfg["report_dir"], name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         if _cfg.get("submission_dir") and os.getpid() == 1:  # every other process is dead: nothing can race the copy
@@ -187,6 +190,7 @@ if _cfg.get("usage_fd") or _cfg.get("report_dir"):  # pid 1 without cgroups: rea
         os.write(_fd if _fd >= 0 else _new("report.json"), json.dumps(_report).encode())
         os._exit(os.WEXITSTATUS(_status) if os.WIFEXITED(_status) else 128 + os.WTERMSIG(_status))
     os.close(_go_w); os.read(_go_r, 1); os.close(_go_r)
+    if _guard >= 0: os.close(_guard)  # the listener is pid 1's: a job holding it could answer for itself
     if _fd >= 0: os.close(_fd)
     if _cfg.get("submission_fd"): os.close(int(_cfg["submission_fd"]))  # the host's file: pid 1's alone
     if _cfg.get("drop_to"):  # pid 1 keeps the container's root; the job runs as this uid, with no capability left
@@ -220,7 +224,7 @@ try:
 except MemoryError:
     import traceback
     traceback.print_exc(); sys.stderr.write("WMRL_MEMORY_ERROR\n"); sys.stderr.flush(); sys.exit(MEMORY_EXIT)
-'''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT)).replace("TREE_CPU_FUNCTION", TREE_CPU_SOURCE)
+'''.replace("SYNTAX_EXIT", str(SYNTAX_EXIT)).replace("MEMORY_EXIT", str(MEMORY_EXIT)).replace("TREE_CPU_FUNCTION", TREE_CPU_SOURCE + GUARD_SOURCE)
 
 def launcher_config(limits: SandboxLimits, nproc_rlimit: bool, usage_path: str | None = None,
                     usage_fd: int | None = None, hand_over: tuple[int | None, str, int] | None = None,

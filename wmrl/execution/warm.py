@@ -21,6 +21,7 @@ from pathlib import Path
 from . import warm_server
 from .backends import BwrapBackend, SubprocessBackend, _check_public_dir, bwrap_works, find_bwrap
 from .limits import MEMORY_EXIT, SYNTAX_EXIT, RawRun, SandboxLimits
+from .sigchld import GUARD_SOURCE
 from .warm_server import EXIT_SEMANTICS
 from .workdir import CgroupV1, Workdir, fetch_submission, run_as, submission_cap, submission_problem
 
@@ -41,7 +42,7 @@ def _server_source() -> str:
     """The server's program: the text of `wmrl.execution.warm_server`, run inside the sandbox as `python -c` (the
     sandbox mounts the interpreter, not the kit's sources). As `-c`, as before it was a module: no file is bound in
     for it, and a job's `__main__` has no `__file__` (multiprocessing's spawn and loky would re-run that file)."""
-    return Path(warm_server.__file__).read_text()
+    return GUARD_SOURCE + Path(warm_server.__file__).read_text()  # the SIGCHLD guard first (`283_sigchld`)
 
 def _server_privileges(cmd: list[str]) -> list[str]:
     """The cold sandbox's bwrap line for the server, as uid 0 of bwrap's user namespace with three capabilities there
@@ -231,7 +232,9 @@ def run_job(server: ForkServer, code: str, limits: SandboxLimits, output_dir) ->
             raw.notes.append(f"killed when its processes together passed the CPU budget of {limits.cpu_limit_s} s")
         if answer["fork_refused"]:
             raw.notes.append(f"{answer['fork_refused']} forks refused at its own process cap of {limits.nproc}")
-        if server.group is None:  # pid 1's scan of live processes: a floor (issue 44; the cold backends have v2 accounts)
+        if server.group is None and answer.get("guarded"):  # no child reaped unseen: init's count is whole (`283_sigchld`)
+            raw.notes.append("CPU-s whole without a cgroup: SIGCHLD could not be ignored, so init counted every child")
+        elif server.group is None:  # pid 1's scan of live processes: a floor (issue 44; the cold backends have v2 accounts)
             raw.notes.append("CPU-s a floor: no cgroup here, so children reaped by the kernel went uncounted")
             raw.cpu_floor = True
         else:

@@ -21,6 +21,8 @@ import struct
 import sys
 import time
 
+try: from wmrl.execution.sigchld import sigchld_guard, sigchld_serve  # noqa: I001 (as text, `290_warm` puts them first)
+except ImportError: pass
 EXIT_SEMANTICS = 2  # how a warm job ends (1: os._exit straight after the program; 2: `_finalize` first). Bump it
 # with any change to what a job runs after its program: the execution cache keys on it, so old records miss
 
@@ -32,9 +34,7 @@ NEWNS, NEWUSER, NEWPID, NEWNET, NEWIPC = 0x20000, 0x10000000, 0x20000000, 0x4000
 NOSUID, NODEV, BIND, REC, PRIVATE = 2, 4, 4096, 16384, 1 << 18
 
 def _vm_bytes() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmSize:"): return int(line.split()[1]) * 1024
-    return 0
+    return next((int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:")), 0)
 def _send(obj: dict) -> None: os.write(1, (json.dumps(obj) + "\n").encode())
 def _fork() -> int:
     "fork, waiting while a neighbour's fork bomb holds the shared process cap (it ends at its own wall clock)"
@@ -43,17 +43,14 @@ def _fork() -> int:
         except BlockingIOError: time.sleep(delay)
     return os.fork()
 def _ok(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno(); raise OSError(err, f"{what}: {os.strerror(err)}")
+    if ret != 0: err = ctypes.get_errno(); raise OSError(err, f"{what}: {os.strerror(err)}")
 def _mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     _ok(libc.mount(src.encode(), dst.encode(), fstype and fstype.encode(), flags, data and data.encode()), "mount " + dst)
 def _only_fds(*keep: int) -> None:
-    for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
-        if fd > 2 and fd not in keep:
-            try: os.close(fd)
-            except OSError: pass
-def select_one(fd: int, timeout: float) -> bool:
-    return bool(select.select([fd], [], [], timeout)[0])
+    for fd in [int(x) for x in os.listdir("/proc/self/fd") if int(x) > 2 and int(x) not in keep]:
+        try: os.close(fd)
+        except OSError: pass
+def select_one(fd: int, timeout: float) -> bool: return bool(select.select([fd], [], [], timeout)[0])
 
 # %% ../../nbs/291_warm_server.ipynb #1173f78a
 def _write_at(dirfd: int, name: str, value: object) -> None:
@@ -157,6 +154,7 @@ def _solution(req: dict, out: int, err: int) -> None:
         top = value + 1 if name == "RLIMIT_CPU" and (hard == resource.RLIM_INFINITY or value < hard) else value
         resource.setrlimit(kind, (value, top))
     if req["isolate"]: _drop_privileges()
+    libc.prctl(4, 1, 0, 0, 0)  # dumpable, as a cold job: init's listener reads its sigaction (the server's stay not)
     sys.argv, sys.path[0] = ["solution.py"], req["cwd"]
     try:
         code = compile(req["code"].encode("utf-8", "surrogateescape"), "solution.py", "exec", dont_inherit=True)
@@ -248,9 +246,10 @@ def _init(req: dict, out: int, err: int, report: int) -> None:
         signal.signal(sig, signal.SIG_DFL)  # at pid 1 a default action means "ignored" for senders inside
     signal.signal(signal.SIGUSR1, _end_all)  # the supervisor's "time is up": kill all, then reap (so CPU is counted)
     if req["isolate"] and _cfg.get("fresh_proc"): _fresh_proc(); _own_user()
-    pid = _fork()
+    guard, pid = sigchld_guard(), _fork()  # no child reaped unseen (`283_sigchld`); `_solution` closes the listener
     if pid == 0:
         os.setpgid(0, 0); _solution(req, out, err)
+    if guard >= 0: sigchld_serve(guard)
     try: os.setpgid(pid, pid)
     except OSError: pass
     if os.getpid() != 1:  # never kill(-1) outside a pid namespace of the job's own: that would be every process
@@ -263,9 +262,9 @@ def _init(req: dict, out: int, err: int, report: int) -> None:
         except ChildProcessError: break
         if done == pid:
             status = st
-            os.write(report, struct.pack("i", status))  # at once: the supervisor's wall net must see it has finished
+            os.write(report, struct.pack("ii", status, guard >= 0))  # at once: the supervisor's wall net must see it has finished
             _end_all()  # whatever it left running
-    if status is None: os.write(report, struct.pack("i", -1))
+    if status is None: os.write(report, struct.pack("ii", -1, guard >= 0))
     os._exit(0)
 
 # %% ../../nbs/291_warm_server.ipynb #f6333b3d
@@ -329,8 +328,9 @@ def _supervise(req: dict, result: int, dest: int) -> None:
     wall, tree = time.monotonic() - started, _tree_cpu_s(cpu_fd) - sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # all it ran, reaped or not; not this watcher's polling
     for fd in [proc] + ([cpu_fd] if cpu_fd is not None else []): os.close(fd)
     refused = _leave_groups(groups, req)
-    report = os.read(rd, 4)
-    answer = {"status": struct.unpack("i", report)[0] if len(report) == 4 else None, "wall_s": wall,
+    report = os.read(rd, 8)  # init's (wait status, guarded); nothing when init died first
+    status, guarded = struct.unpack("ii", report) if len(report) == 8 else (None, 0)
+    answer = {"status": status, "guarded": guarded == 1, "wall_s": wall,
               "cpu_s": max(usage.ru_utime + usage.ru_stime, tree), "peak_mb": usage.ru_maxrss / 1024, "timed_out": timed_out, "queue_wait_s": waited,
               "overflow": overflow, "over_budget": over_budget, "fork_refused": refused, "stdout": _tail(out, req["tail"]), "stderr": _tail(err, req["tail"]),
               "submission": _take_submission(wd, dest, req["cap"])}
