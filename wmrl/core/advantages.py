@@ -20,12 +20,14 @@ def factorize_groups(group_ids: Sequence[Hashable] | np.ndarray,  # (N,) one has
     "Integer code per row (first-appearance order) and the distinct keys, so per-group sums are bincounts."
     if isinstance(group_ids, np.ndarray) and group_ids.ndim != 1:
         raise ValueError(f"group_ids must be 1-D, got shape {group_ids.shape}")
-    if isinstance(group_ids, np.ndarray) and group_ids.dtype.kind in "iubUS":  # sortable: np.unique is fastest
+    if isinstance(group_ids, np.ndarray) and group_ids.dtype.kind in "iub":  # numbers: np.unique sorts them fastest
         keys, first_index, inverse = np.unique(group_ids, return_index=True, return_inverse=True)
         order = np.argsort(first_index, kind="stable")  # first-appearance order, like the dict path
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
         return rank[inverse].astype(np.intp), [keys[i].item() for i in order]
+    if isinstance(group_ids, np.ndarray):
+        group_ids = group_ids.tolist()  # strings: hashing Python str beats sorting NumPy's (a training step's hot path)
     codes: dict = {}
     try:
         inverse = np.fromiter((codes.setdefault(key, len(codes)) for key in group_ids), dtype=np.intp)
