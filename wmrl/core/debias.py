@@ -158,8 +158,8 @@ def _refit(self: OnlineDebiaser) -> bool:
     x, y, labels = self._window.arrays()  # views, checked at push: no conversion, no second check
     if len(x) == 0:
         raise ValueError("no pairs to fit")
-    if np.unique(x).size < self.min_distinct:
-        return False
+    if (x.max() == x.min() if self.min_distinct == 2 else np.unique(x).size < self.min_distinct):
+        return False  # the default's test without a sort: every refit of a training step pays for this line
     self._global, fitted, position = fit_checked_pairs(x, y, None, self.score_range)
     calibrated = fitted[position]  # the global map at each pair, from the fit itself
     self._category_maps = {}
