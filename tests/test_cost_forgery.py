@@ -15,6 +15,7 @@ fails (the forged 0.001 CPU-s stood). The forged and locked report passes on the
 these tests run as root (the launcher overwrites a read-only file); as non-root it is what the floor stops."""
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -170,8 +171,9 @@ def test_without_cgroup_v1_a_v2_account_counts_and_stops_them(no_cgroup, kind):
     stopped_with_its_true_cpu(run_hidden(hidden_backend(kind)))
 
 
+@functools.cache
 def guard_works() -> bool:
-    "Can this kernel install the SIGCHLD guard? (In a child process: the filter would bind this one.)"
+    "Can this kernel install the SIGCHLD guard? (In a child process: the filter would bind this one; asked once.)"
     import subprocess
     import sys
     probe = "from wmrl.execution.sigchld import sigchld_guard; print(sigchld_guard() >= 0)"
